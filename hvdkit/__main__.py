@@ -1,0 +1,5 @@
+import sys
+
+from hvdkit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,45 @@
+"""The ``hvdkit`` console script."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hvdkit", description="Horovod data-parallel training toolkit")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("doctor", help="show versions, Horovod's build matrix and problems with their fixes")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("build-horovod", help="build (or reuse from cache) and install the patched Horovod wheel")
+    p.add_argument("--force", action="store_true", help="rebuild even when a cached wheel matches")
+    p.add_argument("--print-key", action="store_true", help="print the cache key and build inputs, then exit")
+
+    args = parser.parse_args(argv)
+    if args.command == "doctor":
+        from hvdkit.doctor import main as doctor_main
+
+        return doctor_main(as_json=args.json)
+    if args.command == "build-horovod":
+        import json
+        from dataclasses import asdict
+
+        from hvdkit.buildtools.horovod_wheel import BuildError, cache_root, collect_inputs, ensure_installed
+
+        if args.print_key:
+            inputs = collect_inputs()
+            print(json.dumps({"key": inputs.key, "cache": str(cache_root()), "inputs": asdict(inputs)}, indent=2))
+            return 0
+        try:
+            ensure_installed(force_rebuild=args.force)
+        except BuildError as exc:
+            print(f"hvdkit build-horovod: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    return 2  # pragma: no cover - argparse enforces the choices
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""``hvdkit doctor``: what this environment has, what Horovod was built with, and how to fix problems."""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from hvdkit.core.runtime_defaults import (
+    RUNTIME_DEFAULTS,
+    available_cores,
+    local_size_from_env,
+    threads_per_rank,
+)
+
+
+@dataclass
+class Report:
+    facts: dict[str, Any] = field(default_factory=dict)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (problem, fix)
+    fatal: bool = False
+
+    def problem(self, what: str, fix: str, fatal: bool = False) -> None:
+        self.problems.append((what, fix))
+        self.fatal = self.fatal or fatal
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _horovod_build(report: Report) -> None:
+    """Ask Horovod's own build-info API (no framework import needed beyond Horovod's common lib)."""
+    code = (
+        "import importlib, json\n"
+        "r = {'frameworks': {}, 'controllers': {}, 'tensor_operations': {}, 'errors': {}}\n"
+        "lib = None\n"
+        "for fw, mod in [('tensorflow', 'horovod.tensorflow'), ('torch', 'horovod.torch')]:\n"
+        "    try:\n"
+        "        m = importlib.import_module(mod); r['frameworks'][fw] = True; lib = lib or m\n"
+        "    except Exception as e:\n"
+        "        r['frameworks'][fw] = False; r['errors'][fw] = str(e)[:300]\n"
+        "if lib is not None:\n"
+        "    r['controllers'] = {'mpi': bool(lib.mpi_built()), 'gloo': bool(lib.gloo_built())}\n"
+        "    r['tensor_operations'] = {'nccl': bool(lib.nccl_built()), 'mpi': bool(lib.mpi_built()),\n"
+        "        'gloo': bool(lib.gloo_built()), 'ddl': bool(lib.ddl_built()), 'ccl': bool(lib.ccl_built())}\n"
+        "print(json.dumps(r))\n"
+    )
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    except subprocess.TimeoutExpired:
+        report.problem("inspecting Horovod's build timed out", "run `horovodrun --check-build` to see why", True)
+        return
+    if out.returncode != 0:
+        report.problem(f"Horovod's libraries do not load: {out.stderr.strip().splitlines()[-1:]}",
+                       "rebuild it: hvdkit build-horovod --force", True)
+        return
+    build = json.loads(out.stdout.strip().splitlines()[-1])
+    report.facts["horovod_build"] = build
+    for fw, ok in build["frameworks"].items():
+        if not ok:
+            report.problem(f"Horovod was built without {fw} support ({build.get('errors', {}).get(fw, '')})",
+                           "install the framework first, then: hvdkit build-horovod --force")
+    if not (build["controllers"].get("mpi") or build["controllers"].get("gloo")):
+        report.problem("Horovod has neither an MPI nor a Gloo controller", "hvdkit build-horovod --force", True)
+
+
+def collect() -> Report:
+    r = Report()
+    f = r.facts
+    f["python"] = platform.python_version()
+    f["hvdkit"] = _version("hvdkit")
+    f["torch"] = _version("torch")
+    f["tensorflow"] = _version("tensorflow-cpu") or _version("tensorflow")
+    f["keras"] = _version("keras")
+    f["horovod"] = _version("horovod")
+    mpirun = shutil.which("mpirun")
+    f["mpi"] = None
+    if mpirun:
+        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, check=False)
+        f["mpi"] = (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr) else "unknown"
+    cores = available_cores()
+    local = local_size_from_env()
+    f["cpu_count"] = cores
+    f["threads_per_rank"] = {str(n): threads_per_rank(n) for n in sorted({1, 2, local})}
+    f["runtime_defaults"] = {k: v for k, (v, _why) in RUNTIME_DEFAULTS.items()}
+
+    if sys.version_info[:2] != (3, 11):
+        r.problem(f"Python {f['python']}: hvdkit's Horovod build is tested on 3.11",
+                  "create the environment with python3.11 (./run.sh does)")
+    if f["torch"] is None and f["tensorflow"] is None:
+        r.problem("neither PyTorch nor TensorFlow is installed", "pip install 'hvdkit[torch]' or 'hvdkit[tensorflow]'",
+                  True)
+    if mpirun is None:
+        r.problem("no MPI launcher (mpirun) found: only the Gloo controller can be used",
+                  "apt-get install openmpi-bin libopenmpi-dev, then hvdkit build-horovod --force")
+    if f["horovod"] is None:
+        r.problem("Horovod is not installed", "hvdkit build-horovod (builds the patched 0.28.1 wheel and installs it)",
+                  True)
+    else:
+        if "+hvdkit." not in f["horovod"]:
+            r.problem(f"horovod {f['horovod']} is not hvdkit's patched build",
+                      "hvdkit build-horovod --force (replaces it with the patched wheel)")
+        _horovod_build(r)
+    if shutil.which("horovodrun") is None and f["horovod"] is not None:
+        r.problem("horovodrun is not on PATH", "activate the environment Horovod is installed in")
+    return r
+
+
+def render(r: Report) -> str:
+    f = r.facts
+    lines = ["hvdkit doctor", ""]
+    for key in ("python", "hvdkit", "torch", "tensorflow", "keras", "horovod", "mpi", "cpu_count"):
+        lines.append(f"  {key:<18} {f.get(key) or 'not installed'}")
+    tpr = ", ".join(f"{n} rank(s)/host -> {t}" for n, t in f["threads_per_rank"].items())
+    lines.append(f"  {'threads per rank':<18} {tpr}")
+    b = f.get("horovod_build")
+    if b:
+        def yes(d: dict[str, Any]) -> str:
+            return ", ".join(f"{k} {'[X]' if v else '[ ]'}" for k, v in d.items())
+        lines += ["", "  Horovod build", f"    frameworks         {yes(b['frameworks'])}",
+                  f"    controllers        {yes(b['controllers'])}",
+                  f"    tensor operations  {yes(b['tensor_operations'])}"]
+    lines.append("")
+    if r.problems:
+        lines.append("Problems:")
+        for what, fix in r.problems:
+            lines += [f"  - {what}", f"      fix: {fix}"]
+    else:
+        lines.append("No problems found.")
+    return "\n".join(lines)
+
+
+def main(as_json: bool = False) -> int:
+    r = collect()
+    if as_json:
+        print(json.dumps({"facts": r.facts, "problems": [{"problem": p, "fix": x} for p, x in r.problems],
+                          "ok": not r.fatal}, indent=2))
+    else:
+        print(render(r))
+    return 1 if r.fatal else 0
