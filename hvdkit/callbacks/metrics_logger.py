@@ -1,0 +1,61 @@
+"""Epoch metrics to a CSV or JSON-lines file, written by rank 0, appended on resume."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+from hvdkit.core.callback import Callback
+from hvdkit.core.state import TrainState
+from hvdkit.core.validation import check_choice
+
+
+class MetricsLogger(Callback):
+    """Append one row per epoch (epoch, global step, every metric) to ``path``.
+
+    The format follows the suffix (``.csv`` or ``.jsonl``) unless ``fmt`` says.
+    Existing rows are never truncated: a resumed run appends after them. Each row
+    is flushed and fsynced, so a crash loses at most the row being written.
+    ``path="-"`` prints one readable line per epoch to standard output instead.
+    """
+
+    order = 200
+
+    def __init__(self, path: str | os.PathLike[str], fmt: str | None = None) -> None:
+        self.stdout = str(path) == "-"
+        self.path = Path(path)
+        if not self.stdout and self.path.is_dir():
+            raise ValueError(f"path must be a file path, got {str(path)!r}, which is a directory")
+        guess = "jsonl" if self.path.suffix in (".jsonl", ".json") else "csv"
+        self.fmt = check_choice("fmt", fmt or guess, ["csv", "jsonl"])
+        self._columns: list[str] | None = None
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        if not state.is_root:
+            return
+        row = {"epoch": state.epoch + 1, "global_step": state.global_step,
+               **{k: float(v) for k, v in state.logs.items()}}
+        if self.stdout:
+            metrics = "  ".join(f"{k} {v:.4f}" for k, v in row.items() if k not in ("epoch", "global_step"))
+            print(f"epoch {row['epoch']:3d}/{state.epochs}  {metrics}", flush=True)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", newline="") as f:
+            if self.fmt == "jsonl":
+                f.write(json.dumps(row) + "\n")
+            else:
+                if self._columns is None:
+                    self._columns = self._existing_header() or list(row)
+                    if f.tell() == 0:
+                        csv.writer(f).writerow(self._columns)
+                csv.writer(f).writerow([row.get(c, "") for c in self._columns])
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _existing_header(self) -> list[str] | None:
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return None
+        with open(self.path, newline="") as f:
+            return next(csv.reader(f), None)

@@ -1,0 +1,73 @@
+"""Learning-rate maths as pure functions (no framework, no state).
+
+Linear scaling rule with gradual warm-up, from Goyal et al. 2017, "Accurate,
+Large Minibatch SGD: Training ImageNet in 1 Hour": with ``n`` workers the
+target LR ``T`` is the single-worker LR times ``n``; during the first ``W``
+epochs of ``S`` steps, global step ``k`` uses
+
+    T * (1/n + (1 - 1/n) * k / (W*S))
+
+so training starts at the single-worker LR ``T/n`` and reaches ``T`` linearly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def scaled_lr(base_lr: float, world_size: int) -> float:
+    """The linear scaling rule: LR for ``world_size`` workers from the one-worker LR."""
+    return base_lr * world_size
+
+
+def rescale_for_world_size(lr: float, old_size: int, new_size: int) -> float:
+    """An LR that was scaled for ``old_size`` workers, rescaled for ``new_size``."""
+    return lr * new_size / old_size
+
+
+def warmup_factor(step: int, warmup_steps: int, world_size: int) -> float:
+    """Multiplier on the target LR for global step ``step`` (0-based)."""
+    if warmup_steps <= 0 or step >= warmup_steps:
+        return 1.0
+    inv = 1.0 / world_size
+    return inv + (1.0 - inv) * step / warmup_steps
+
+
+def warmup_lr(target_lr: float, step: int, warmup_steps: int, world_size: int) -> float:
+    """The LR used at global step ``step`` under gradual warm-up to ``target_lr``."""
+    return target_lr * warmup_factor(step, warmup_steps, world_size)
+
+
+def momentum_correction(momentum: float, old_lr: float, new_lr: float) -> float:
+    """Momentum for one step after the LR changed (Goyal et al., section 2.1).
+
+    Needed by optimizers whose velocity holds the LR (``v = m*v - lr*g``, as in
+    Keras's SGD); PyTorch's SGD keeps the LR outside the buffer and needs none.
+    """
+    if old_lr == 0.0:
+        return momentum
+    return momentum * new_lr / old_lr
+
+
+def step_decay_factor(epoch: float, milestones: Sequence[int], gamma: float) -> float:
+    """``gamma ** (number of milestones <= epoch)``: step decay at given epochs."""
+    passed = sum(1 for m in milestones if epoch >= m)
+    return gamma**passed
+
+
+def cosine_factor(epoch: float, start_epoch: float, end_epoch: float, min_factor: float = 0.0) -> float:
+    """Cosine decay from 1 at ``start_epoch`` to ``min_factor`` at ``end_epoch``."""
+    if epoch <= start_epoch:
+        return 1.0
+    if epoch >= end_epoch:
+        return min_factor
+    progress = (epoch - start_epoch) / (end_epoch - start_epoch)
+    return min_factor + (1.0 - min_factor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def fractional_epoch(epoch: int, batch: int, steps_per_epoch: int | None) -> float:
+    """Epoch position as a float: epoch 2, batch 5 of 10 -> 2.5."""
+    if not steps_per_epoch:
+        return float(epoch)
+    return epoch + batch / steps_per_epoch

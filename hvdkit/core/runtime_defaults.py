@@ -1,0 +1,63 @@
+"""Per-rank runtime defaults that decide whether Horovod scales on a CPU machine.
+
+Measured on 2 cores (see ``docs/benchmarks.md`` and the shared notes): with
+Horovod's defaults, MPI's busy-polling progress engine and Horovod's background
+thread compete with the compute threads, so two
+processes train no faster than one. Yielding when idle and a short cycle time
+fix that. Every value here is a default: anything the user exported wins.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping
+
+# name -> (value, why)
+RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
+    "OMPI_MCA_mpi_yield_when_idle": ("1", "stop Open MPI busy-polling a core that compute threads need"),
+    "HOROVOD_CYCLE_TIME": ("0.1", "ms between Horovod's background-thread cycles: start allreduces sooner"),
+}
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def threads_per_rank(local_size: int, environ: MutableMapping[str, str] | None = None) -> int:
+    """Intra-op threads for one rank: ``HVDKIT_THREADS`` if set, else cores / ranks on this host."""
+    env = os.environ if environ is None else environ
+    explicit = env.get("HVDKIT_THREADS")
+    if explicit:
+        value = int(explicit)
+        if value < 1:
+            raise ValueError(f"HVDKIT_THREADS must be an integer >= 1, got {explicit!r}")
+        return value
+    return max(1, available_cores() // max(1, local_size))
+
+
+def apply_runtime_defaults(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Set the tuned defaults that are not set yet (before ``hvd.init()``); return what was set.
+
+    ``HVDKIT_NO_TUNING=1`` turns this off.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("HVDKIT_NO_TUNING") == "1":
+        return {}
+    applied = {}
+    for name, (value, _why) in RUNTIME_DEFAULTS.items():
+        if name not in env:
+            env[name] = value
+            applied[name] = value
+    return applied
+
+
+def local_size_from_env(environ: MutableMapping[str, str] | None = None) -> int:
+    """Ranks on this host as the launcher says (before Horovod is initialised)."""
+    env = os.environ if environ is None else environ
+    for name in ("HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"):
+        if env.get(name, "").isdigit():
+            return int(env[name])
+    return 1

@@ -1,0 +1,7 @@
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+os.environ.setdefault("PYTHONHASHSEED", "0")

@@ -1,0 +1,60 @@
+"""A pure-Python FrameworkOps for unit tests of the framework-free core (not a Horovod stand-in)."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+
+class DictOps:
+    """'Model' = a dict of floats; 'optimizer' = lr and momentum."""
+
+    name = "fake"
+
+    def __init__(self, lr: float = 0.1, momentum: float | None = 0.9, lr_in_momentum: bool = False) -> None:
+        self.lr = lr
+        self.momentum = momentum
+        self.lr_in_momentum = lr_in_momentum
+        self.weights: dict[str, float] = {"w": 1.0}
+        self.momentum_history: list[float | None] = []
+
+    def get_lr(self) -> float:
+        return self.lr
+
+    def set_lr(self, lr: float) -> None:
+        self.lr = lr
+
+    def get_momentum(self) -> float | None:
+        return self.momentum
+
+    def set_momentum(self, momentum: float) -> None:
+        self.momentum = momentum
+        self.momentum_history.append(momentum)
+
+    def capture(self) -> dict[str, Any]:
+        return {"weights": dict(self.weights), "lr": self.lr, "momentum": self.momentum}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        self.weights = dict(snapshot["weights"])
+        self.lr = snapshot["lr"]
+        self.momentum = snapshot["momentum"]
+
+    def dumps(self, obj: Any) -> bytes:
+        return pickle.dumps(obj)
+
+    def loads(self, data: bytes) -> Any:
+        return pickle.loads(data)
+
+
+def run_epochs(engine, epochs: int, steps: int, on_step=None) -> None:
+    """Drive an Engine like a trainer would."""
+    engine.train_begin(epochs, steps_per_epoch=steps)
+    for epoch in range(engine.state.epoch, epochs):
+        engine.epoch_begin(epoch)
+        for i in range(steps):
+            engine.batch_begin(i)
+            if on_step:
+                on_step(engine)
+            engine.batch_end({"loss": 1.0 / (1 + engine.state.global_step)})
+        engine.epoch_end({"loss": float(epoch)})
+    engine.train_end()

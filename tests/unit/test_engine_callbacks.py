@@ -1,0 +1,110 @@
+"""The engine and shared callbacks with a one-process Comm and a pure-Python FrameworkOps."""
+
+import json
+
+import pytest
+from fakes import DictOps, run_epochs
+
+from hvdkit.callbacks import Checkpoint, LearningRateSchedule, LearningRateWarmup, MetricAverage, MetricsLogger
+from hvdkit.core import Callback, Engine, Event, LocalComm
+from hvdkit.core import lr as lrmath
+
+
+class Recorder(Callback):
+    def __init__(self, tag, log, order=0):
+        self.tag, self.log, self.order = tag, log, order
+
+    def on_train_begin(self, state):
+        self.log.append((self.tag, "train_begin"))
+
+    def on_batch_end(self, state):
+        self.log.append((self.tag, "lr", state.global_step - 1, state.ops.get_lr()))
+
+
+def test_dispatcher_runs_callbacks_by_order_then_given_order():
+    log = []
+    Engine(LocalComm(), DictOps(), [Recorder("b", log), Recorder("a", log, order=-5), Recorder("c", log)]).fire(
+        Event.TRAIN_BEGIN)
+    assert [t for t, _ in log] == ["a", "b", "c"]
+
+
+def test_non_callback_is_rejected_with_its_index():
+    with pytest.raises(TypeError, match=r"callbacks\[1\] must be an hvdkit.core.Callback, got str"):
+        Engine(LocalComm(), DictOps(), [Recorder("a", []), "oops"])
+
+
+def test_warmup_sets_lr_every_batch_for_n4():
+    log = []
+    eng = Engine(LocalComm(size=4), DictOps(lr=0.4), [LearningRateWarmup(warmup_epochs=2), Recorder("r", log)])
+    run_epochs(eng, epochs=3, steps=5)
+    lrs = [(k, v) for (_, kind, k, v) in [e for e in log if e[1] == "lr"]]
+    assert len(lrs) == 15
+    for k, v in lrs:
+        assert v == pytest.approx(lrmath.warmup_lr(0.4, k, 10, 4), rel=1e-15)
+
+
+def test_warmup_and_step_decay_compose():
+    log = []
+    cbs = [LearningRateWarmup(warmup_epochs=1), LearningRateSchedule.step_decay([2], gamma=0.5), Recorder("r", log)]
+    eng = Engine(LocalComm(size=2), DictOps(lr=1.0), cbs)
+    run_epochs(eng, epochs=3, steps=4)
+    lrs = [e[3] for e in log if e[1] == "lr"]
+    assert lrs[:4] == pytest.approx([0.5, 0.625, 0.75, 0.875])
+    assert lrs[4:8] == pytest.approx([1.0] * 4)
+    assert lrs[8:] == pytest.approx([0.5] * 4)
+
+
+def test_cosine_schedule_uses_fractional_epoch():
+    log = []
+    eng = Engine(LocalComm(), DictOps(lr=1.0), [LearningRateSchedule.cosine(end_epoch=2), Recorder("r", log)])
+    run_epochs(eng, epochs=2, steps=2)
+    lrs = [e[3] for e in log if e[1] == "lr"]
+    assert lrs == pytest.approx([lrmath.cosine_factor(x, 0, 2) for x in (0, 0.5, 1.0, 1.5)])
+
+
+def test_momentum_correction_only_where_lr_sits_in_the_velocity():
+    keras_like = DictOps(lr=1.0, momentum=0.9, lr_in_momentum=True)
+    run_epochs(Engine(LocalComm(size=2), keras_like, [LearningRateWarmup(warmup_epochs=1)]), epochs=1, steps=2)
+    # step 0: lr 1.0 -> 0.5, step 1: 0.5 -> 0.75
+    assert keras_like.momentum_history == pytest.approx([0.45, 1.35])
+    torch_like = DictOps(lr=1.0, momentum=0.9, lr_in_momentum=False)
+    run_epochs(Engine(LocalComm(size=2), torch_like, [LearningRateWarmup(warmup_epochs=1)]), epochs=1, steps=2)
+    assert torch_like.momentum_history == []
+
+
+def test_metric_average_single_process_keeps_values():
+    eng = Engine(LocalComm(), DictOps(), [MetricAverage()])
+    run_epochs(eng, epochs=2, steps=1)
+    assert eng.state.history["loss"] == [0.0, 1.0]
+
+
+def test_metrics_logger_appends_and_never_truncates(tmp_path):
+    path = tmp_path / "m.csv"
+    run_epochs(Engine(LocalComm(), DictOps(), [MetricsLogger(path)]), epochs=2, steps=1)
+    run_epochs(Engine(LocalComm(), DictOps(), [MetricsLogger(path)]), epochs=1, steps=1)
+    lines = path.read_text().splitlines()
+    assert lines[0] == "epoch,global_step,loss" and len(lines) == 4
+    jl = tmp_path / "m.jsonl"
+    run_epochs(Engine(LocalComm(), DictOps(), [MetricsLogger(jl)]), epochs=2, steps=3)
+    rows = [json.loads(x) for x in jl.read_text().splitlines()]
+    assert rows == [{"epoch": 1, "global_step": 3, "loss": 0.0}, {"epoch": 2, "global_step": 6, "loss": 1.0}]
+
+
+def test_checkpoint_resume_restores_counters_callbacks_and_rescales_lr(tmp_path, caplog):
+    ops = DictOps(lr=0.4)
+    eng = Engine(LocalComm(size=4), ops, [Checkpoint(tmp_path), LearningRateWarmup(warmup_epochs=1)])
+    run_epochs(eng, epochs=2, steps=3, on_step=lambda e: e.state.ops.weights.__setitem__("w", e.state.global_step))
+    # resume under world size 2: target LR follows the linear scaling rule
+    ops2 = DictOps(lr=999.0)
+    log = []
+    eng2 = Engine(LocalComm(size=2), ops2, [Checkpoint(tmp_path), LearningRateWarmup(warmup_epochs=1),
+                                            Recorder("r", log)])
+    with caplog.at_level("WARNING", logger="hvdkit"):
+        run_epochs(eng2, epochs=3, steps=3)
+    assert "world size changed from 4 to 2" in caplog.text
+    assert ops2.weights == {"w": 5}
+    assert eng2.state.target_lr == pytest.approx(0.2)
+    lrs = [e for e in log if e[1] == "lr"]
+    assert [k for _, _, k, _ in lrs] == [6, 7, 8]
+    assert all(v == pytest.approx(0.2) for *_, v in lrs)
+    assert eng2.state.history["loss"] == [0.0, 1.0, 2.0]

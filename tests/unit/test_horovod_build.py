@@ -1,0 +1,109 @@
+"""The Horovod build's cache key, patches, pre-flight checks and failure diagnoses."""
+
+import dataclasses
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+
+from hvdkit.buildtools import horovod_wheel as hw
+
+
+def inputs(**kw):
+    base = hw.BuildInputs(patches={"a.patch": "1"}, python="cpython-3.11", platform="linux-x86_64",
+                          torch="torch==2.13.0+cpu", tensorflow="tensorflow-cpu==2.21.0",
+                          mpi="mpirun (Open MPI) 4.1.4", flags=dict(hw.BASE_FLAGS))
+    return dataclasses.replace(base, **kw)
+
+
+@pytest.mark.parametrize("change", [
+    {"torch": "torch==2.14.1"}, {"tensorflow": "tensorflow-cpu==2.20.0"}, {"python": "cpython-3.12"},
+    {"mpi": "mpirun (Open MPI) 5.0.0"}, {"patches": {"a.patch": "2"}}, {"horovod": "0.28.0"},
+    {"flags": {**hw.BASE_FLAGS, "HOROVOD_GPU_OPERATIONS": "NCCL"}},
+])
+def test_every_binary_input_changes_the_key(change):
+    assert inputs(**change).key != inputs().key
+
+
+def test_key_is_stable_and_labels_variant():
+    assert inputs().key == inputs().key
+    assert inputs().local_label == f"hvdkit.cpu.{inputs().key}"
+    gpu = inputs(flags={**hw.BASE_FLAGS, "HOROVOD_GPU_OPERATIONS": "NCCL"}, cuda="Cuda compilation tools, 12.4")
+    assert gpu.local_label.startswith("hvdkit.cuda.")
+
+
+def test_collect_inputs_hashes_the_shipped_patches():
+    got = hw.collect_inputs({})
+    assert set(got.patches) == {p.name for p in hw.PATCH_DIR.glob("*.patch")} and len(got.patches) == 3
+    assert got.flags == hw.BASE_FLAGS
+    with_gpu = hw.collect_inputs({"HOROVOD_GPU_OPERATIONS": "NCCL"})
+    assert with_gpu.flags["HOROVOD_GPU_OPERATIONS"] == "NCCL" and with_gpu.key != got.key
+
+
+def test_cached_wheel_lookup(tmp_path):
+    i = inputs()
+    assert hw.cached_wheel(i, tmp_path) is None
+    d = tmp_path / "horovod" / i.key
+    d.mkdir(parents=True)
+    (d / "horovod-0.28.1+x-cp311-cp311-linux_x86_64.whl").write_bytes(b"")
+    assert hw.cached_wheel(i, tmp_path).name.startswith("horovod-0.28.1")
+    assert hw.cached_wheel(inputs(torch="torch==9"), tmp_path) is None
+
+
+def test_patches_apply_to_the_pinned_sdist(tmp_path):
+    """The patch files apply cleanly to horovod 0.28.1 (sdist from the cache, or the index)."""
+    sdist = hw.cache_root() / "sdist" / f"horovod-{hw.HOROVOD_VERSION}.tar.gz"
+    if not sdist.exists():
+        with open(tmp_path / "log", "w") as log:
+            sdist = hw._download_sdist(tmp_path, log)
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path, filter="data")
+    src = tmp_path / f"horovod-{hw.HOROVOD_VERSION}"
+    for patch in sorted(hw.PATCH_DIR.glob("*.patch")):
+        subprocess.run(["git", "apply", str(patch)], cwd=src, check=True)
+    assert "set(CMAKE_CXX_STANDARD 17)" in (src / "CMakeLists.txt").read_text()
+    assert "xla_mpi_ops.cc" not in (src / "horovod/tensorflow/CMakeLists.txt").read_text()
+    torch_cmake = (src / "horovod/torch/CMakeLists.txt").read_text()
+    assert "set(CMAKE_CXX_STANDARD 14)" not in torch_cmake
+
+
+def test_preflight_names_missing_pieces_and_their_fix(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(hw.BuildError) as exc:
+        hw.preflight(inputs(torch=None, mpi=None))
+    msg = str(exc.value)
+    assert "apt-get install cmake" in msg
+    assert "apt-get install openmpi-bin libopenmpi-dev" in msg
+    assert "pip install torch==2.13.0" in msg
+
+
+@pytest.mark.parametrize("log,fix", [
+    ("fatal error: mpi.h: No such file or directory", "apt-get install libopenmpi-dev"),
+    ("absl/strings/string_view.h:53: error: 'string_view' in namespace 'std'", "C++17"),
+    ("xla/printer.h:20: fatal error: highwayhash/arch_specific.h", "drop-xla-mpi-ops"),
+    ("c++: fatal error: Killed signal terminated program cc1plus", "MAKEFLAGS=-j1"),
+    ("something else entirely", "see the build log"),
+])
+def test_failure_diagnosis(log, fix):
+    assert fix in hw.diagnose(log)
+
+
+def test_failed_build_keeps_the_log_and_prints_its_path(tmp_path, monkeypatch):
+    """A build that fails (here: a patch that does not apply) says why and where the log is."""
+    sdist_src = hw.cache_root() / "sdist" / f"horovod-{hw.HOROVOD_VERSION}.tar.gz"
+    if sdist_src.exists():
+        (tmp_path / "sdist").mkdir()
+        shutil.copy(sdist_src, tmp_path / "sdist")
+    bad = tmp_path / "patches"
+    bad.mkdir()
+    (bad / "0001-bad.patch").write_text("--- a/nope.txt\n+++ b/nope.txt\n@@ -1 +1 @@\n-a\n+b\n")
+    monkeypatch.setattr(hw, "PATCH_DIR", bad)
+    monkeypatch.setattr(hw, "preflight", lambda i: None)
+    with pytest.raises(hw.BuildError) as exc:
+        hw.build_wheel(inputs(), root=tmp_path)
+    msg = str(exc.value)
+    assert "patch 0001-bad.patch does not apply" in msg
+    log_path = tmp_path / "logs" / f"horovod-{inputs().key}.log"
+    assert f"full build log: {log_path}" in msg and log_path.read_text()
+    assert hw.cached_wheel(inputs(), tmp_path) is None

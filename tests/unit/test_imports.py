@@ -1,0 +1,48 @@
+"""Importing hvdkit or its core pulls in no framework; a missing framework names the extra to install."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(code):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+
+
+def test_core_imports_no_framework():
+    out = run("""
+        import sys
+        import hvdkit, hvdkit.core, hvdkit.callbacks, hvdkit.core.engine, hvdkit.doctor, hvdkit.cli
+        heavy = sorted(m for m in ("torch", "tensorflow", "keras", "horovod") if m in sys.modules)
+        print("HEAVY", heavy)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert "HEAVY []" in out.stdout
+
+
+BLOCK = """
+    import sys
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == {mod!r}:
+                raise ModuleNotFoundError(f"No module named {{name!r}}")
+    sys.meta_path.insert(0, Block())
+    try:
+        import {adapter}
+    except ImportError as e:
+        print("ERR", e)
+"""
+
+
+def test_missing_torch_names_the_extra():
+    out = run(BLOCK.format(mod="torch", adapter="hvdkit.torch"))
+    assert "ERR" in out.stdout and "pip install 'hvdkit[torch]'" in out.stdout, out.stdout + out.stderr
+
+
+def test_missing_horovod_names_the_build_command():
+    out = run(BLOCK.format(mod="horovod", adapter="hvdkit.torch"))
+    assert "ERR" in out.stdout and "hvdkit build-horovod" in out.stdout, out.stdout + out.stderr
