@@ -94,4 +94,5 @@ class Checkpoint(Callback):
             self._engine.fire(Event.CHECKPOINT_RESTORED)
 
     def __repr__(self) -> str:
-        return f"Checkpoint({str(self.store.directory)!r}, every_n_epochs={self.every_n_epochs}, keep={self.store.keep})"
+        return (f"Checkpoint({str(self.store.directory)!r}, every_n_epochs={self.every_n_epochs}, "
+                f"keep={self.store.keep})")

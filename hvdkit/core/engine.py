@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from hvdkit.core import lr as lrmath
 from hvdkit.core.callback import Callback
@@ -64,7 +65,8 @@ class Engine:
         self.fire(Event.BATCH_BEGIN)
         self.apply_lr()
 
-    def batch_end(self, logs: Mapping[str, float] | None = None) -> None:
+    def batch_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        """``logs`` may hold 0-d tensors: they are converted only by callbacks that read them."""
         s = self.state
         s.global_step += 1
         if logs:

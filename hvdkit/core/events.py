@@ -7,10 +7,10 @@ whether the PyTorch trainer, a Keras ``model.fit`` or a hand-written loop fires 
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Event(str, Enum):
+class Event(StrEnum):
     """A point in training at which callbacks run, in the order they occur."""
 
     TRAIN_BEGIN = "on_train_begin"

@@ -53,7 +53,7 @@ class TrainState:
     target_lr: float | None = None
     target_world_size: int = 1
     lr_factors: dict[str, float] = field(default_factory=dict)
-    logs: dict[str, float] = field(default_factory=dict)
+    logs: dict[str, Any] = field(default_factory=dict)
     history: dict[str, list[float]] = field(default_factory=dict)
     stop_training: bool = False
     last_applied_lr: float | None = None

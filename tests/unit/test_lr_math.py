@@ -1,3 +1,4 @@
+import itertools
 import math
 
 import pytest
@@ -16,7 +17,7 @@ def test_warmup_formula_every_step(n):
 def test_warmup_starts_at_single_worker_lr_and_is_monotone():
     vals = [lr.warmup_lr(1.0, k, 10, 4) for k in range(12)]
     assert vals[0] == 0.25
-    assert all(a < b for a, b in zip(vals[:10], vals[1:11]))
+    assert all(a < b for a, b in itertools.pairwise(vals[:11]))
     assert vals[10] == vals[11] == 1.0
 
 

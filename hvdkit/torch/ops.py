@@ -1,0 +1,64 @@
+"""The core's FrameworkOps for PyTorch: LR/momentum access and checkpoint snapshots."""
+
+from __future__ import annotations
+
+import io
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+
+class TorchOps:
+    """Reads and sets optimizer LR/momentum and captures/restores model, optimizer and RNG state."""
+
+    name = "torch"
+    lr_in_momentum = False  # torch SGD: v = m*v + g; p -= lr*v (the LR stays outside the buffer)
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        self.model = model
+        self.optimizer = optimizer
+
+    def get_lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def get_momentum(self) -> float | None:
+        group = self.optimizer.param_groups[0]
+        if "momentum" in group:
+            return float(group["momentum"])
+        return None
+
+    def set_momentum(self, momentum: float) -> None:
+        for group in self.optimizer.param_groups:
+            if "momentum" in group:
+                group["momentum"] = momentum
+
+    def capture(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        self.model.load_state_dict(snapshot["model"])
+        self.optimizer.load_state_dict(snapshot["optimizer"])
+        rng = snapshot.get("rng")
+        if rng:
+            torch.set_rng_state(rng["torch"])
+            np.random.set_state(rng["numpy"])
+            random.setstate(rng["python"])
+
+    def dumps(self, obj: Any) -> bytes:
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        return buf.getvalue()
+
+    def loads(self, data: bytes) -> Any:
+        # Our own checkpoint, verified by sha256 before this is called; it holds RNG tuples.
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)

@@ -1,0 +1,170 @@
+"""A small PyTorch training loop that fires hvdkit's shared callbacks.
+
+For a hand-written loop, use the same :class:`~hvdkit.core.engine.Engine` the
+trainer uses::
+
+    engine = Engine(HorovodComm(), TorchOps(model, opt), callbacks)
+    engine.train_begin(epochs, steps_per_epoch=len(loader))
+    for epoch in range(engine.state.epoch, epochs):
+        sampler.set_epoch(epoch)
+        engine.epoch_begin(epoch)
+        for i, (x, y) in enumerate(loader):
+            engine.batch_begin(i)
+            ...forward, backward, opt.step()...
+            engine.batch_end({"loss": loss.item()})
+        engine.epoch_end({"loss": ...})
+    engine.train_end()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sized
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from hvdkit.core.callback import Callback
+from hvdkit.core.engine import Engine
+from hvdkit.core.validation import check_int
+from hvdkit.torch.comm import HorovodComm
+from hvdkit.torch.data import EvalShardSampler, shard
+from hvdkit.torch.distribute import distribute, is_distributed
+from hvdkit.torch.ops import TorchOps
+
+MetricFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def accuracy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Fraction of rows whose arg-max equals the target class."""
+    return (outputs.argmax(dim=1) == targets).float().mean()
+
+
+@dataclass
+class History:
+    """What ``fit`` returns: per-epoch metric lists, like Keras's ``History.history``."""
+
+    history: dict[str, list[float]] = field(default_factory=dict)
+    epochs_run: int = 0
+
+    def __getitem__(self, key: str) -> list[float]:
+        return self.history[key]
+
+
+class Trainer:
+    """Train ``model`` with ``optimizer`` and ``loss_fn`` across Horovod workers.
+
+    ``optimizer`` may be a plain torch optimizer (it is then wrapped by
+    :func:`hvdkit.torch.distribute`, broadcasting the initial state from rank 0)
+    or one that ``distribute`` already returned. ``metrics`` maps names to
+    functions of (outputs, targets) giving a batch mean.
+    """
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *,
+                 callbacks: Iterable[Callback] = (), metrics: Mapping[str, MetricFn] | None = None,
+                 device: str | torch.device | None = None) -> None:
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        if not callable(loss_fn):
+            raise TypeError(f"loss_fn must be callable, got {loss_fn!r}")
+        self.device = torch.device(device) if device is not None else next(
+            (p.device for p in model.parameters()), torch.device("cpu"))
+        self.model = model
+        self.optimizer = optimizer if is_distributed(optimizer) else distribute(model, optimizer)
+        self.loss_fn = loss_fn
+        self.metrics = dict(metrics or {})
+        for name, fn in self.metrics.items():
+            if not callable(fn):
+                raise TypeError(f"metrics[{name!r}] must be callable, got {fn!r}")
+        self.comm = HorovodComm()
+        self.engine = Engine(self.comm, TorchOps(model, self.optimizer), callbacks)
+
+    @property
+    def state(self):
+        return self.engine.state
+
+    def _loader(self, data: Any, batch_size: int | None, shuffle: bool, seed: int, drop_last: bool) -> DataLoader:
+        if isinstance(data, DataLoader):
+            return data
+        if not isinstance(data, Dataset) or not isinstance(data, Sized):
+            raise TypeError("train_data must be a torch Dataset with a length or a DataLoader, "
+                            f"got {type(data).__name__}")
+        check_int("batch_size", batch_size, minimum=1)
+        return DataLoader(data, batch_size=batch_size, sampler=shard(data, shuffle=shuffle, seed=seed,
+                                                                     drop_last=drop_last))
+
+    def _to(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = batch
+        return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+
+    def fit(self, train_data: Any, epochs: int, *, batch_size: int | None = None, val_data: Any = None,
+            shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> History:
+        """Train for ``epochs`` epochs (continuing from a resumed checkpoint's epoch) and return the history.
+
+        ``train_data``: a Dataset (sharded over ranks with ``batch_size`` per rank,
+        reshuffled each epoch from ``seed``) or a DataLoader the caller sharded.
+        """
+        check_int("epochs", epochs, minimum=1)
+        loader = self._loader(train_data, batch_size, shuffle, seed, drop_last)
+        sampler = getattr(loader, "sampler", None)
+        engine, state = self.engine, self.engine.state
+        engine.train_begin(epochs, steps_per_epoch=len(loader))
+        start = state.epoch
+        for epoch in range(start, epochs):
+            set_epoch = getattr(sampler, "set_epoch", None)
+            if set_epoch is not None:
+                set_epoch(epoch)
+            engine.epoch_begin(epoch)
+            self.model.train()
+            sums = torch.zeros(1 + len(self.metrics), dtype=torch.float64)
+            seen = 0
+            for i, batch in enumerate(loader):
+                x, y = self._to(batch)
+                engine.batch_begin(i)
+                self.optimizer.zero_grad()  # Horovod's override takes no set_to_none
+                out = self.model(x)
+                loss = self.loss_fn(out, y)
+                loss.backward()
+                self.optimizer.step()
+                n = len(y)
+                with torch.no_grad():
+                    vals = [loss.detach()] + [fn(out, y) for fn in self.metrics.values()]
+                    sums += torch.stack([v.double().cpu() for v in vals]) * n
+                seen += n
+                engine.batch_end({"loss": loss.detach()})
+            means = (sums / max(seen, 1)).tolist()
+            logs = dict(zip(["loss", *self.metrics], means))
+            if val_data is not None:
+                logs.update({f"val_{k}": v for k, v in self.evaluate(val_data, batch_size=batch_size).items()})
+            engine.epoch_end(logs)
+            if state.stop_training:
+                break
+        engine.train_end()
+        return History(history={k: list(v) for k, v in state.history.items()}, epochs_run=state.epoch - start)
+
+    @torch.no_grad()
+    def evaluate(self, data: Any, *, batch_size: int | None = None) -> dict[str, float]:
+        """Loss and metrics over the whole of ``data``, exact across ranks (disjoint, unpadded shards)."""
+        if isinstance(data, DataLoader):
+            loader = data
+        else:
+            check_int("batch_size", batch_size, minimum=1)
+            loader = DataLoader(data, batch_size=batch_size, sampler=EvalShardSampler(data))
+        self.model.eval()
+        sums = torch.zeros(1 + len(self.metrics), dtype=torch.float64)
+        count = 0
+        for batch in loader:
+            x, y = self._to(batch)
+            out = self.model(x)
+            vals = [self.loss_fn(out, y)] + [fn(out, y) for fn in self.metrics.values()]
+            sums += torch.stack([v.double().cpu() for v in vals]) * len(y)
+            count += len(y)
+        keys = ["loss", *self.metrics]
+        local = {f"sum_{k}": float(v) for k, v in zip(keys, sums.tolist())}
+        local["count"] = float(count)
+        # mean over ranks of sums == global sum / size, for every entry alike: the ratio is exact.
+        glob = self.comm.allreduce_mean(local)
+        total = glob["count"]
+        return {k: glob[f"sum_{k}"] / total for k in keys}

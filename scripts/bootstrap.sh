@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Install whatever is missing for hvdkit on a Debian machine, idempotently:
+#   1. system packages (Open MPI, compiler, cmake, ssh client),
+#   2. a Python 3.11 virtual environment keyed by requirements/cpu.lock,
+#   3. the pinned frameworks and tools from that lock,
+#   4. hvdkit itself (editable, from this checkout),
+#   5. the patched Horovod wheel (built once, then reused from the cache).
+# Prints nothing but progress; the venv path is written to $HVDKIT_HOME/current-venv.
+# Environment: HVDKIT_HOME (default ~/.cache/hvdkit), HVDKIT_PYTHON (default python3.11).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export HVDKIT_HOME=${HVDKIT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdkit}
+export HVDKIT_CACHE_DIR=${HVDKIT_CACHE_DIR:-$HVDKIT_HOME}
+lock="$repo/requirements/cpu.lock"
+say() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+# 1. System packages -------------------------------------------------------------
+apt_pkgs=(openmpi-bin libopenmpi-dev cmake g++ make git openssh-client)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
+    say "missing system packages: ${missing[*]}; install them as root: apt-get install ${missing[*]}"
+    exit 1
+  fi
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  say "installing system packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# 2. Python 3.11 virtual environment --------------------------------------------
+py=${HVDKIT_PYTHON:-}
+if [ -z "$py" ]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null && [ "$("$cand" -c 'import sys; print(sys.version_info[:2] == (3, 11))')" = True ]; then
+      py=$cand; break
+    fi
+  done
+fi
+if [ -z "$py" ]; then
+  say "Python 3.11 not found (Horovod 0.28.1's build fails on 3.12, pypa/setuptools#4655); set HVDKIT_PYTHON"
+  exit 1
+fi
+key=$(cat "$lock" | sha256sum | cut -c1-12)
+venv="$HVDKIT_HOME/venvs/py311-$key"
+if [ ! -x "$venv/bin/python" ]; then
+  say "creating virtual environment $venv"
+  mkdir -p "$HVDKIT_HOME/venvs"
+  "$py" -m venv "$venv"
+fi
+# shellcheck disable=SC1091
+source "$venv/bin/activate"
+
+# 3. Pinned frameworks and tools ---------------------------------------------------
+# --only-binary=horovod: nothing may ever pull in (and build) the unpatched sdist.
+if [ ! -f "$venv/.hvdkit-lock-installed" ]; then
+  say "installing pinned packages from requirements/cpu.lock (first run only)"
+  python -m pip install -q --upgrade pip >/dev/null
+  python -m pip install -q --only-binary=horovod -r "$lock"
+  touch "$venv/.hvdkit-lock-installed"
+fi
+
+# 4. hvdkit from this checkout ------------------------------------------------------
+where=$(python -c 'import hvdkit, os; print(os.path.dirname(os.path.dirname(hvdkit.__file__)))' 2>/dev/null || true)
+if [ "$where" != "$repo" ]; then
+  say "installing hvdkit (editable) from $repo"
+  python -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null
+fi
+
+# 5. Patched Horovod wheel (cached by build inputs) ---------------------------------
+hvdkit build-horovod
+
+echo "$venv" > "$HVDKIT_HOME/current-venv"

@@ -1,0 +1,46 @@
+"""Start real Horovod jobs for the integration tests (always with a timeout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+WORKERS = REPO / "tests" / "workers"
+
+
+def have_horovod(framework: str = "torch") -> bool:
+    import importlib.util
+
+    return shutil.which("horovodrun") is not None and importlib.util.find_spec(f"horovod.{framework}") is not None
+
+
+requires_horovod = pytest.mark.skipif(
+    not have_horovod() and os.environ.get("CI") != "true",
+    reason="needs the patched Horovod build (./run.sh test installs it)",
+)
+
+
+def horovodrun(script: str | Path, *args: str, np: int = 2, timeout: float = 240, env: dict | None = None,
+               extra: tuple[str, ...] = (), check: bool = True) -> subprocess.CompletedProcess:
+    """``horovodrun -np N -H localhost:N python SCRIPT ARGS``; output captured, killed after ``timeout`` s."""
+    script = Path(script)
+    if not script.is_absolute():
+        script = WORKERS / script
+    cmd = ["horovodrun", "-np", str(np), "-H", f"localhost:{np}", *extra, sys.executable, str(script), *args]
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, start_new_session=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}"
+                             f"\n--- stderr\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
