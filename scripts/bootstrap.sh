@@ -14,6 +14,8 @@ export HVDKIT_HOME=${HVDKIT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdkit}
 export HVDKIT_CACHE_DIR=${HVDKIT_CACHE_DIR:-$HVDKIT_HOME}
 lock="$repo/requirements/cpu.lock"
 say() { printf '[bootstrap] %s\n' "$*" >&2; }
+# This machine's pip configuration names a missing local index; keep its warnings out of the log.
+quiet_pip() { python -m pip "$@" 2> >(grep -v "^WARNING: Location '.*' is ignored" >&2); }
 
 # 1. System packages -------------------------------------------------------------
 apt_pkgs=(openmpi-bin libopenmpi-dev cmake g++ make git openssh-client)
@@ -59,16 +61,17 @@ source "$venv/bin/activate"
 # --only-binary=horovod: nothing may ever pull in (and build) the unpatched sdist.
 if [ ! -f "$venv/.hvdkit-lock-installed" ]; then
   say "installing pinned packages from requirements/cpu.lock (first run only)"
-  python -m pip install -q --upgrade pip >/dev/null
-  python -m pip install -q --only-binary=horovod -r "$lock"
+  quiet_pip install -q --upgrade pip >/dev/null
+  quiet_pip install -q --only-binary=horovod -r "$lock"
   touch "$venv/.hvdkit-lock-installed"
 fi
 
 # 4. hvdkit from this checkout ------------------------------------------------------
-where=$(python -c 'import hvdkit, os; print(os.path.dirname(os.path.dirname(hvdkit.__file__)))' 2>/dev/null || true)
-if [ "$where" != "$repo" ]; then
+# Probe from / so that the checkout in the current directory does not answer for the venv.
+where=$(cd / && python -c 'import hvdkit, os; print(os.path.dirname(os.path.dirname(hvdkit.__file__)))' 2>/dev/null || true)
+if [ "$where" != "$repo" ] || [ ! -x "$venv/bin/hvdkit" ]; then
   say "installing hvdkit (editable) from $repo"
-  python -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null
+  quiet_pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null
 fi
 
 # 5. Patched Horovod wheel (cached by build inputs) ---------------------------------
