@@ -15,7 +15,7 @@ import argparse
 import os
 import time
 
-import numpy as np
+import _digits
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
@@ -26,26 +26,11 @@ from hvdkit.torch.trainer import accuracy
 
 
 def load_data(npz: str | None, seed: int) -> tuple[TensorDataset, TensorDataset, int, int]:
-    if npz:
-        with np.load(npz) as d:
-            x_tr, y_tr, x_te, y_te = d["x_train"], d["y_train"], d["x_test"], d["y_test"]
-        x_tr = x_tr.reshape(len(x_tr), -1).astype(np.float32) / 255.0
-        x_te = x_te.reshape(len(x_te), -1).astype(np.float32) / 255.0
-    else:
-        from sklearn.datasets import load_digits
-
-        x, y = load_digits(return_X_y=True)
-        x = (x / 16.0).astype(np.float32)
-        order = np.random.default_rng(seed).permutation(len(x))
-        x, y = x[order], y[order]
-        split = int(0.8 * len(x))
-        x_tr, y_tr, x_te, y_te = x[:split], y[:split], x[split:], y[split:]
+    x_tr, y_tr, x_te, y_te = _digits.load(npz, seed)
     n_classes = int(max(y_tr.max(), y_te.max())) + 1
-
-    def ds(a: np.ndarray, b: np.ndarray) -> TensorDataset:
-        return TensorDataset(torch.from_numpy(np.ascontiguousarray(a)), torch.from_numpy(b.astype(np.int64)))
-
-    return ds(x_tr, y_tr), ds(x_te, y_te), x_tr.shape[1], n_classes
+    train = TensorDataset(torch.from_numpy(x_tr), torch.from_numpy(y_tr))
+    val = TensorDataset(torch.from_numpy(x_te), torch.from_numpy(y_te))
+    return train, val, x_tr.shape[1], n_classes
 
 
 def main() -> None:

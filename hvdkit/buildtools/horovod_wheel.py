@@ -250,8 +250,11 @@ def installed_horovod_version() -> str | None:
         return None
 
 
-def ensure_installed(force_rebuild: bool = False, echo=print) -> Path:
+def ensure_installed(force_rebuild: bool = False, echo=None) -> Path:
     """Install the cached wheel for this environment, building it first if needed."""
+    if echo is None:
+        def echo(msg: str) -> None:
+            print(msg, flush=True)
     inputs = collect_inputs()
     wheel = None if force_rebuild else cached_wheel(inputs)
     wanted = f"{HOROVOD_VERSION}+{inputs.local_label}"

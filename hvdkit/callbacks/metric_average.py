@@ -12,6 +12,11 @@ class MetricAverage(Callback):
     order = 50  # after callbacks that add metrics, before loggers
 
     def on_epoch_end(self, state: TrainState) -> None:
-        scalars = {k: float(v) for k, v in sorted(state.logs.items()) if isinstance(v, (int, float))}
+        scalars = {}
+        for k, v in sorted(state.logs.items()):
+            try:
+                scalars[k] = float(v)  # Python, NumPy and 0-d tensor scalars
+            except (TypeError, ValueError):
+                continue
         if scalars and state.comm.size > 1:
             state.logs.update(state.comm.allreduce_mean(scalars))

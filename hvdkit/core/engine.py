@@ -45,8 +45,11 @@ class Engine:
         if initial_epoch and s.epoch == 0:
             s.epoch = initial_epoch
             s.global_step = initial_epoch * (steps_per_epoch or 0)
-        s.target_lr = s.ops.get_lr()
-        s.target_world_size = s.comm.size
+        if not s.extra.pop("restored_before_train", False):
+            # The optimizer's LR as built is the target; a state restored before training
+            # (Keras's Checkpoint.resume_epoch) already holds its target LR and world size.
+            s.target_lr = s.ops.get_lr()
+            s.target_world_size = s.comm.size
         s.stop_training = False
         self.fire(Event.TRAIN_BEGIN)  # a Checkpoint callback may restore epoch/step/target_lr here
 
@@ -103,13 +106,12 @@ class Engine:
         if new_lr is None:
             return
         old_lr = s.last_applied_lr if s.last_applied_lr is not None else s.ops.get_lr()
-        if s.ops.lr_in_momentum and s.extra.get("momentum_correction", False):
-            base_m = s.extra.setdefault("base_momentum", s.ops.get_momentum())
-            if base_m:
-                s.ops.set_momentum(lrmath.momentum_correction(base_m, old_lr, new_lr))
-        if new_lr != s.last_applied_lr:
-            s.ops.set_lr(new_lr)
-            s.last_applied_lr = new_lr
+        if new_lr == old_lr and s.last_applied_lr is not None:
+            return
+        if s.ops.lr_in_momentum and s.extra.get("momentum_correction", False) and old_lr > 0:
+            s.ops.scale_momentum(lrmath.momentum_correction_factor(old_lr, new_lr))
+        s.ops.set_lr(new_lr)
+        s.last_applied_lr = new_lr
 
     def rescale_world(self, new_size: int) -> None:
         """After a resume or an elastic reset under another world size, follow the scaling rule."""

@@ -39,15 +39,16 @@ def warmup_lr(target_lr: float, step: int, warmup_steps: int, world_size: int) -
     return target_lr * warmup_factor(step, warmup_steps, world_size)
 
 
-def momentum_correction(momentum: float, old_lr: float, new_lr: float) -> float:
-    """Momentum for one step after the LR changed (Goyal et al., section 2.1).
+def momentum_correction_factor(old_lr: float, new_lr: float) -> float:
+    """Factor on the velocity when the LR changes (Goyal et al. 2017, section 2.1).
 
-    Needed by optimizers whose velocity holds the LR (``v = m*v - lr*g``, as in
-    Keras's SGD); PyTorch's SGD keeps the LR outside the buffer and needs none.
+    For ``v = m*v - lr*g`` (Keras's SGD) the update after an LR change from
+    ``old_lr`` to ``new_lr`` should be ``v = m*(new_lr/old_lr)*v - new_lr*g``;
+    PyTorch's SGD keeps the LR outside the buffer and needs no correction.
     """
     if old_lr == 0.0:
-        return momentum
-    return momentum * new_lr / old_lr
+        return 1.0
+    return new_lr / old_lr
 
 
 def step_decay_factor(epoch: float, milestones: Sequence[int], gamma: float) -> float:

@@ -27,16 +27,8 @@ class TorchOps:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
-    def get_momentum(self) -> float | None:
-        group = self.optimizer.param_groups[0]
-        if "momentum" in group:
-            return float(group["momentum"])
-        return None
-
-    def set_momentum(self, momentum: float) -> None:
-        for group in self.optimizer.param_groups:
-            if "momentum" in group:
-                group["momentum"] = momentum
+    def scale_momentum(self, factor: float) -> None:
+        """Not needed for torch optimizers (the LR is outside the buffer); kept for the interface."""
 
     def capture(self) -> dict[str, Any]:
         return {

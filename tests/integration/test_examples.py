@@ -27,3 +27,20 @@ def test_synthetic_benchmark_reports_throughput(tmp_path):
     res = json.loads(out.read_text())
     assert res["size"] == 2 and res["total"] > 0 and res["total"] == pytest.approx(2 * res["per_rank"])
     assert "samples/s total" in proc.stdout
+
+
+def test_keras_example_reaches_95_percent_and_resumes(tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    proc = horovodrun(REPO / "examples/keras_mnist.py", "--checkpoint-dir", ckpt, "--epochs", "12", timeout=400)
+    acc = float(re.search(r"final validation accuracy: ([0-9.]+)", proc.stdout).group(1))
+    assert acc >= 0.95, proc.stdout
+    assert len(re.findall(r"epoch +\d+/12 ", proc.stdout)) == 12
+    # run again: everything was done, training resumes at epoch 12 and runs 2 more epochs when asked
+    proc = horovodrun(REPO / "examples/keras_mnist.py", "--checkpoint-dir", ckpt, "--epochs", "14", timeout=400)
+    assert re.findall(r"epoch +(\d+)/14 ", proc.stdout) == ["13", "14"], proc.stdout
+
+
+def test_tensorflow_custom_loop_example_trains(tmp_path):
+    proc = horovodrun(REPO / "examples/tensorflow_custom_loop.py", "--epochs", "6", timeout=400)
+    acc = float(re.search(r"final validation accuracy: ([0-9.]+)", proc.stdout).group(1))
+    assert acc >= 0.9, proc.stdout

@@ -24,12 +24,8 @@ class DictOps:
     def set_lr(self, lr: float) -> None:
         self.lr = lr
 
-    def get_momentum(self) -> float | None:
-        return self.momentum
-
-    def set_momentum(self, momentum: float) -> None:
-        self.momentum = momentum
-        self.momentum_history.append(momentum)
+    def scale_momentum(self, factor: float) -> None:
+        self.momentum_history.append(factor)
 
     def capture(self) -> dict[str, Any]:
         return {"weights": dict(self.weights), "lr": self.lr, "momentum": self.momentum}

@@ -31,8 +31,8 @@ def test_scaling_rule():
 
 
 def test_momentum_correction():
-    assert lr.momentum_correction(0.9, 0.1, 0.2) == pytest.approx(1.8)
-    assert lr.momentum_correction(0.9, 0.0, 0.2) == 0.9
+    assert lr.momentum_correction_factor(0.1, 0.2) == pytest.approx(2.0)
+    assert lr.momentum_correction_factor(0.0, 0.2) == 1.0
 
 
 def test_step_decay():

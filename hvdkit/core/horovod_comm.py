@@ -1,0 +1,49 @@
+"""A :class:`~hvdkit.core.comm.Comm` over any Horovod framework binding.
+
+``horovod.torch`` and ``horovod.tensorflow`` expose the same functions
+(``rank``, ``size``, ``broadcast_object``, ``allreduce``, ``Average``); only
+the tensor type differs. The adapter passes in the module and two converters,
+so the core stays free of framework imports and there is one implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from hvdkit.core.comm import Comm
+
+
+class HorovodComm(Comm):
+    def __init__(self, hvd: Any, to_tensor: Callable[[Sequence[float]], Any],
+                 to_list: Callable[[Any], list[float]]) -> None:
+        self.hvd = hvd
+        self._to_tensor = to_tensor
+        self._to_list = to_list
+
+    @property
+    def rank(self) -> int:
+        return int(self.hvd.rank())
+
+    @property
+    def size(self) -> int:
+        return int(self.hvd.size())
+
+    @property
+    def local_rank(self) -> int:
+        return int(self.hvd.local_rank())
+
+    @property
+    def local_size(self) -> int:
+        return int(self.hvd.local_size())
+
+    def broadcast_object(self, obj: Any, root_rank: int = 0) -> Any:
+        return self.hvd.broadcast_object(obj, root_rank=root_rank, name="hvdkit.broadcast_object")
+
+    def allreduce_mean(self, values: Mapping[str, float]) -> dict[str, float]:
+        keys = list(values)
+        if self.size == 1:
+            return {k: float(values[k]) for k in keys}
+        out = self.hvd.allreduce(self._to_tensor([float(values[k]) for k in keys]), op=self.hvd.Average,
+                                 name="hvdkit.allreduce_mean." + ",".join(keys))
+        return dict(zip(keys, self._to_list(out)))

@@ -1,0 +1,41 @@
+"""Keras 3 adapter (TensorFlow backend), built on ``horovod.tensorflow`` collectives.
+
+Upstream ``horovod.tensorflow.keras`` fails on Keras 3 (horovod/horovod#4290); hvdkit
+does not use it.
+
+    import hvdkit.keras as hk
+    from hvdkit.keras.callbacks import BroadcastInitialState, LearningRateWarmup, MetricAverage, Checkpoint
+    hk.init()
+    model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.01 * hk.size())), loss=...)
+    model.fit(x, y, callbacks=[BroadcastInitialState(), MetricAverage(), LearningRateWarmup(warmup_epochs=2)],
+              verbose=hk.verbose())
+"""
+
+import os
+
+from hvdkit._imports import require
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+require("tensorflow", extra="tensorflow")
+require("keras", extra="tensorflow")
+require("horovod.tensorflow", extra="tensorflow", horovod=True)
+
+import keras  # noqa: E402
+
+if not keras.__version__.startswith("3.") or keras.backend.backend() != "tensorflow":
+    raise ImportError(f"hvdkit.keras needs Keras 3 on the TensorFlow backend, got keras {keras.__version__} "
+                      f"with backend {keras.backend.backend()!r}; set KERAS_BACKEND=tensorflow")
+
+from hvdkit.keras.data import shard  # noqa: E402
+from hvdkit.keras.optimizer import DistributedOptimizer, is_distributed  # noqa: E402
+from hvdkit.tensorflow.comm import HorovodComm  # noqa: E402
+from hvdkit.tensorflow.runtime import init, local_rank, local_size, rank, size  # noqa: E402
+
+
+def verbose(level: int = 1) -> int:
+    """Keras ``fit(verbose=...)`` for this rank: ``level`` on rank 0, silent elsewhere."""
+    return level if rank() == 0 else 0
+
+
+__all__ = ["DistributedOptimizer", "HorovodComm", "init", "is_distributed", "local_rank", "local_size", "rank",
+           "shard", "size", "verbose"]

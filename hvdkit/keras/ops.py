@@ -1,0 +1,79 @@
+"""The core's FrameworkOps for Keras 3: LR, momentum correction, and checkpoint snapshots."""
+
+from __future__ import annotations
+
+import pickle
+import random
+from typing import Any
+
+import keras
+import numpy as np
+
+
+class KerasOps:
+    name = "keras"
+
+    def __init__(self, model: keras.Model) -> None:
+        self.model = model
+
+    @property
+    def optimizer(self) -> keras.optimizers.Optimizer:
+        opt = getattr(self.model, "optimizer", None)
+        if opt is None:
+            raise ValueError("the model has no optimizer: call model.compile(optimizer=...) first")
+        return opt
+
+    @property
+    def lr_in_momentum(self) -> bool:
+        # Keras SGD: m = momentum*m - lr*g; var += m. Adam & co keep the LR outside their moments.
+        opt = self.optimizer
+        return isinstance(opt, keras.optimizers.SGD) and float(opt.momentum) > 0
+
+    def get_lr(self) -> float:
+        lr = self.optimizer.learning_rate
+        if isinstance(self.optimizer._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+            raise TypeError("hvdkit's LR callbacks need a float learning rate, got a keras LearningRateSchedule; "
+                            "use hvdkit's LearningRateSchedule callback instead")
+        return float(keras.ops.convert_to_numpy(lr))
+
+    def set_lr(self, lr: float) -> None:
+        self.optimizer.learning_rate = lr
+
+    def scale_momentum(self, factor: float) -> None:
+        for v in getattr(self.optimizer, "momentums", []) or []:
+            if v is not None:
+                v.assign(v * factor)
+
+    def ensure_built(self) -> None:
+        opt = self.optimizer
+        if not opt.built:
+            opt.build(self.model.trainable_variables)
+
+    def capture(self) -> dict[str, Any]:
+        self.ensure_built()
+        return {
+            "model": [np.asarray(w) for w in self.model.get_weights()],
+            "optimizer": [keras.ops.convert_to_numpy(v) for v in self.optimizer.variables],
+            "rng": {"numpy": np.random.get_state(), "python": random.getstate()},
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        self.model.set_weights(snapshot["model"])
+        self.ensure_built()
+        variables = self.optimizer.variables
+        if len(variables) != len(snapshot["optimizer"]):
+            raise ValueError(f"checkpoint holds {len(snapshot['optimizer'])} optimizer variables, the optimizer "
+                             f"has {len(variables)}: was it saved with another optimizer?")
+        for var, value in zip(variables, snapshot["optimizer"]):
+            var.assign(value)
+        rng = snapshot.get("rng")
+        if rng:
+            np.random.set_state(rng["numpy"])
+            random.setstate(rng["python"])
+
+    def dumps(self, obj: Any) -> bytes:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def loads(self, data: bytes) -> Any:
+        # Our own file, verified by sha256 before this is called.
+        return pickle.loads(data)

@@ -1,0 +1,24 @@
+"""TensorFlow adapter for custom training loops (works with Keras 3 variables and tf.Variables).
+
+    import hvdkit.tensorflow as htf
+    htf.init()
+    htf.broadcast_variables(model.variables + optimizer.variables, root_rank=0)
+    with tf.GradientTape() as tape:
+        loss = ...
+    tape = htf.DistributedGradientTape(tape)
+    grads = tape.gradient(loss, model.trainable_variables)     # averaged over workers
+"""
+
+from hvdkit._imports import require
+
+require("tensorflow", extra="tensorflow")
+require("horovod.tensorflow", extra="tensorflow", horovod=True)
+
+from hvdkit.tensorflow.comm import HorovodComm  # noqa: E402
+from hvdkit.tensorflow.gradient_tape import DistributedGradientTape  # noqa: E402
+from hvdkit.tensorflow.gradients import allreduce_gradients  # noqa: E402
+from hvdkit.tensorflow.runtime import init, local_rank, local_size, rank, size  # noqa: E402
+from hvdkit.tensorflow.variables import broadcast_variables, to_tf_variables  # noqa: E402
+
+__all__ = ["DistributedGradientTape", "HorovodComm", "allreduce_gradients", "broadcast_variables", "init",
+           "local_rank", "local_size", "rank", "size", "to_tf_variables"]

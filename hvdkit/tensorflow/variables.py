@@ -1,0 +1,34 @@
+"""Keras 3 variables <-> the tf.Variables behind them, and broadcasting either.
+
+Horovod's TF ops need ``tf.Variable``s: ``hvd.broadcast_variables`` on Keras 3
+variables fails (``'SymbolicTensor' object has no attribute 'assign'``), but the
+backing ``v.value`` variables work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import horovod.tensorflow as hvd
+import tensorflow as tf
+
+
+def to_tf_variable(v: Any) -> tf.Variable:
+    if isinstance(v, tf.Variable):
+        return v
+    inner = getattr(v, "value", None)  # keras.Variable on the TF backend
+    if isinstance(inner, tf.Variable):
+        return inner
+    raise TypeError(f"expected a tf.Variable or a Keras 3 variable on the TensorFlow backend, got {type(v).__name__}")
+
+
+def to_tf_variables(variables: Iterable[Any]) -> list[tf.Variable]:
+    return [to_tf_variable(v) for v in variables]
+
+
+def broadcast_variables(variables: Iterable[Any], root_rank: int = 0) -> None:
+    """Assign every variable (Keras 3 or tf.Variable) its value on ``root_rank``."""
+    tf_vars = to_tf_variables(variables)
+    if tf_vars and hvd.size() > 1:
+        hvd.broadcast_variables(tf_vars, root_rank=root_rank)

@@ -1,0 +1,109 @@
+"""hvdkit.keras in one process (Horovod initialised with size 1): the wrapped optimizer behaves like
+any Keras optimizer, and bad inputs raise clear errors."""
+
+import os
+
+import numpy as np
+import pytest
+from helpers import requires_horovod
+
+pytestmark = [requires_horovod, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def hk():
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import hvdkit.keras as hk
+
+    hk.init(threads=1)
+    return hk
+
+
+def small_model(keras):
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+
+
+def test_wrapped_optimizer_behaves_like_the_keras_one(hk, tmp_path):
+    import keras
+
+    opt = hk.DistributedOptimizer(keras.optimizers.SGD(0.1, momentum=0.5))
+    assert isinstance(opt, keras.optimizers.SGD) and hk.is_distributed(opt)
+    assert type(opt).__name__ == "SGD"
+    cfg = opt.get_config()
+    assert cfg["learning_rate"] == pytest.approx(0.1) and cfg["momentum"] == 0.5
+    assert type(keras.optimizers.SGD.from_config(cfg)) is keras.optimizers.SGD
+    opt.learning_rate = 0.05
+    assert float(opt.learning_rate) == pytest.approx(0.05)
+
+    model = small_model(keras)
+    model.compile(optimizer=opt, loss="mse")
+    x, y = np.ones((16, 4), np.float32), np.zeros((16, 3), np.float32)
+    hist = model.fit(x, y, epochs=3, batch_size=8, verbose=0, callbacks=[
+        keras.callbacks.LearningRateScheduler(lambda e, lr: 0.01 * (e + 1)),
+        keras.callbacks.ReduceLROnPlateau(monitor="loss", patience=100)])
+    assert hist.history["learning_rate"] == pytest.approx([0.01, 0.02, 0.03])
+    path = tmp_path / "m.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert type(loaded.optimizer) is keras.optimizers.SGD  # reloads as the plain optimizer
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def test_backward_passes_per_step_uses_keras_gradient_accumulation(hk):
+    import keras
+
+    opt = hk.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=4)
+    assert opt.gradient_accumulation_steps == 4
+
+
+def test_bad_inputs(hk, tmp_path):
+    import keras
+
+    from hvdkit.keras.callbacks import Checkpoint, LearningRateWarmup
+
+    with pytest.raises(TypeError, match=r"optimizer must be a keras\.optimizers\.Optimizer .*got str"):
+        hk.DistributedOptimizer("sgd")
+    with pytest.raises(ValueError, match="compression must be one of 'none', 'fp16', got 'int8'"):
+        hk.DistributedOptimizer(keras.optimizers.SGD(0.1), compression="int8")
+    with pytest.raises(ValueError, match="op must be one of 'average', 'sum', 'adasum', got 'max'"):
+        hk.DistributedOptimizer(keras.optimizers.SGD(0.1), op="max")
+    with pytest.raises(ValueError, match="backward_passes_per_step must be an integer >= 1, got 0"):
+        hk.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=0)
+    with pytest.raises(ValueError, match="must not already be wrapped"):
+        hk.DistributedOptimizer(hk.DistributedOptimizer(keras.optimizers.SGD(0.1)))
+    built = keras.optimizers.SGD(0.1)
+    built.build(small_model(keras).trainable_variables)
+    with pytest.raises(ValueError, match="wrapped before it is built"):
+        hk.DistributedOptimizer(built)
+    with pytest.raises(ValueError, match="warmup_epochs must be a finite number >= 0, got -1"):
+        LearningRateWarmup(warmup_epochs=-1)
+    f = tmp_path / "f"
+    f.write_text("x")
+    with pytest.raises(ValueError, match="which is an existing file"):
+        Checkpoint(f)
+    with pytest.raises(TypeError, match="data must be a NumPy array"):
+        hk.shard(42)
+    import hvdkit.tensorflow as htf
+
+    with pytest.raises(TypeError, match=r"tape must be a tf\.GradientTape, got list"):
+        htf.DistributedGradientTape([])
+    with pytest.raises(TypeError, match=r"expected a tf\.Variable or a Keras 3 variable"):
+        htf.to_tf_variables([np.zeros(3)])
+
+
+def test_resume_epoch_without_fit_initial_epoch_is_a_clear_error(hk, tmp_path):
+    import keras
+
+    from hvdkit.keras.callbacks import Checkpoint
+
+    x, y = np.ones((8, 4), np.float32), np.zeros((8, 3), np.float32)
+    m1 = small_model(keras)
+    m1.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    m1.fit(x, y, epochs=2, batch_size=4, verbose=0, callbacks=[Checkpoint(tmp_path)])
+    m2 = small_model(keras)
+    m2.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    ckpt = Checkpoint(tmp_path)
+    assert ckpt.resume_epoch(m2) == 2
+    with pytest.raises(ValueError, match=r"pass initial_epoch=checkpoint.resume_epoch\(model\)"):
+        m2.fit(x, y, epochs=3, batch_size=4, verbose=0, callbacks=[ckpt])

@@ -1,0 +1,90 @@
+"""Keras 3 adapter under real ``horovodrun -np 2``: fit and tape equivalence, sync, warm-up,
+checkpoint resume, metric averaging, and the jit_compile guard."""
+
+import numpy as np
+import pytest
+from helpers import horovodrun, read_json, requires_horovod
+
+from hvdkit.core import lr as lrmath
+
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(600)]
+
+
+def weights(path):
+    with np.load(path) as d:
+        return [d[k] for k in sorted(d.files, key=lambda k: int(k.split("_")[1]))]
+
+
+def run(tmp_path, name, np_, *args, check=True):
+    out = tmp_path / name
+    out.mkdir()
+    proc = horovodrun("keras_train.py", "--results", str(out), *args, np=np_, check=check)
+    return out, proc
+
+
+def assert_same(a_path, b_path, atol):
+    for a, b in zip(weights(a_path), weights(b_path)):
+        np.testing.assert_allclose(a, b, atol=atol, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["fit", "tape"])
+def test_two_workers_batch_b_equal_one_worker_batch_2b(tmp_path, mode):
+    two, _ = run(tmp_path, "two", 2, "--mode", mode, "--batch", "8", "--model-seed-per-rank")
+    one, _ = run(tmp_path, "one", 1, "--mode", mode, "--batch", "16")
+    for r in (0, 1):
+        assert_same(two / f"rank{r}.npz", one / "rank0.npz", atol=1e-5)
+    for a, b in zip(weights(two / "rank0.npz"), weights(two / "rank1.npz")):
+        np.testing.assert_array_equal(a, b)
+    # different seeds per rank, yet the first step starts from rank 0's initial weights
+    assert any(not np.array_equal(a, b) for a, b in zip(weights(two / "rank0_init.npz"),
+                                                         weights(two / "rank1_init.npz")))
+    for r in (0, 1):
+        for a, b in zip(weights(two / f"rank{r}_start.npz"), weights(two / "rank0_init.npz")):
+            np.testing.assert_array_equal(a, b)
+    assert any(not np.allclose(a, b) for a, b in zip(weights(one / "rank0.npz"), weights(one / "rank0_init.npz")))
+
+
+def test_lr_at_each_batch_follows_the_warmup_formula_and_metrics_are_averaged(tmp_path):
+    out, _ = run(tmp_path, "warm", 2, "--warmup-epochs", "2", "--lr", "0.2", "--momentum", "0.9")
+    res = [read_json(out / f"rank{r}.json") for r in (0, 1)]
+    spe = res[0]["steps"]
+    assert spe == 4
+    for rr in res:
+        assert len(rr["lrs"]) == 3 * spe
+        for k, used in rr["lrs"]:
+            assert used == pytest.approx(lrmath.warmup_lr(0.2, k, 2 * spe, 2), rel=1e-6), (k, used)
+    # ranks saw different data: raw epoch logs differ; history holds their mean on both ranks
+    assert res[0]["raw"][0]["loss"] != res[1]["raw"][0]["loss"]
+    for e in range(3):
+        for key in ("loss", "accuracy"):
+            mean = (res[0]["raw"][e][key] + res[1]["raw"][e][key]) / 2
+            assert res[0]["history"][key][e] == pytest.approx(mean, rel=1e-6)
+            assert res[1]["history"][key][e] == pytest.approx(mean, rel=1e-6)
+
+
+def test_checkpoint_resume_through_fit_and_a_corrupt_newest_checkpoint(tmp_path):
+    common = ["--momentum", "0.9", "--warmup-epochs", "2", "--lr", "0.2"]
+    full, _ = run(tmp_path, "full", 2, *common, "--epochs", "4")
+    ckpt = tmp_path / "ckpt"
+    run(tmp_path, "first", 2, *common, "--epochs", "2", "--checkpoint-dir", str(ckpt))
+    second, _ = run(tmp_path, "second", 2, *common, "--epochs", "4", "--checkpoint-dir", str(ckpt))
+    res = read_json(second / "rank1.json")
+    assert res["initial_epoch"] == 2 and len(res["lrs"]) == 8
+    # warm-up continued where it stopped (the new process counts its own steps from 0)
+    assert [v for _, v in res["lrs"]] == pytest.approx([v for _, v in read_json(full / "rank1.json")["lrs"][8:]])
+    for r in (0, 1):
+        assert_same(second / f"rank{r}.npz", full / f"rank{r}.npz", atol=1e-6)
+    # damage the newest checkpoint (epoch 4): a new run resumes from epoch 3 with a warning naming it
+    newest = sorted(ckpt.glob("*.bin"))[-1]
+    newest.write_bytes(newest.read_bytes()[:100])
+    third, proc = run(tmp_path, "third", 2, *common, "--epochs", "4", "--checkpoint-dir", str(ckpt))
+    assert read_json(third / "rank0.json")["initial_epoch"] == 3
+    assert newest.name in proc.stderr + proc.stdout and "truncated" in proc.stderr + proc.stdout
+    for r in (0, 1):
+        assert_same(third / f"rank{r}.npz", full / f"rank{r}.npz", atol=1e-6)
+
+
+def test_jit_compile_true_fails_fast_with_a_clear_message(tmp_path):
+    _, proc = run(tmp_path, "jit", 2, "--jit", "--epochs", "1", check=False)
+    assert proc.returncode != 0
+    assert "jit_compile=False" in proc.stdout + proc.stderr

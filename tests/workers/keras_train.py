@@ -1,0 +1,119 @@
+"""A small deterministic Keras 3 run for the integration tests: model.fit or a custom tape loop.
+
+Writes per rank: rank<r>.npz (final weights), rank<r>_init.npz (as built), rank<r>_start.npz
+(weights when the first step starts) and rank<r>.json (LRs per step, raw and averaged logs).
+"""
+
+import argparse
+import json
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np
+
+import hvdkit.keras as hk
+
+p = argparse.ArgumentParser()
+p.add_argument("--results", required=True)
+p.add_argument("--mode", choices=["fit", "tape"], default="fit")
+p.add_argument("--batch", type=int, default=8, help="per worker")
+p.add_argument("--epochs", type=int, default=3)
+p.add_argument("--lr", type=float, default=0.1)
+p.add_argument("--momentum", type=float, default=0.0)
+p.add_argument("--warmup-epochs", type=float, default=0.0)
+p.add_argument("--checkpoint-dir")
+p.add_argument("--model-seed-per-rank", action="store_true")
+p.add_argument("--jit", action="store_true")
+args = p.parse_args()
+
+hk.init(threads=1)
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import hvdkit.tensorflow as htf  # noqa: E402
+from hvdkit.keras.callbacks import BroadcastInitialState, Checkpoint, LearningRateWarmup, MetricAverage  # noqa: E402
+
+r = hk.rank()
+keras.utils.set_random_seed(1000 + (r if args.model_seed_per_rank else 0))
+model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(3)])
+initial = [w.copy() for w in model.get_weights()]
+
+g = np.random.default_rng(7)
+x = g.normal(size=(64, 6)).astype(np.float32)
+y = ((x[:, :3].sum(1) > 0).astype(np.int64) + (x[:, 3] > 0.5).astype(np.int64))
+xs, ys = hk.shard((x, y))
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+out = {"size": hk.size()}
+
+
+class Capture(keras.callbacks.Callback):
+    """Placed first: sees the raw (per-rank) epoch logs; records the LR used by each step."""
+
+    def __init__(self):
+        super().__init__()
+        self.raw, self.lrs, self.start = [], [], None
+        self.step = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.lrs.append([self.step, float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))])
+        self.step += 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.raw.append({k: float(v) for k, v in logs.items()})
+
+
+class StartWeights(keras.callbacks.Callback):
+    """Placed after the hvdkit callbacks: the weights the first step starts from."""
+
+    def __init__(self):
+        super().__init__()
+        self.start = None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.start is None:
+            self.start = [w.copy() for w in self.model.get_weights()]
+
+
+if args.mode == "fit":
+    opt = hk.DistributedOptimizer(keras.optimizers.SGD(args.lr, momentum=args.momentum))
+    model.compile(optimizer=opt, loss=loss_fn, metrics=["accuracy"], jit_compile=args.jit)
+    cap, start = Capture(), StartWeights()
+    cbs = [cap, BroadcastInitialState(), MetricAverage()]
+    if args.warmup_epochs:
+        cbs.append(LearningRateWarmup(warmup_epochs=args.warmup_epochs))
+    initial_epoch = 0
+    if args.checkpoint_dir:
+        ckpt = Checkpoint(args.checkpoint_dir)
+        initial_epoch = ckpt.resume_epoch(model)
+        cbs.append(ckpt)
+    cbs.append(start)
+    hist = model.fit(xs, ys, batch_size=args.batch, epochs=args.epochs, shuffle=False, verbose=0,
+                     callbacks=cbs, initial_epoch=initial_epoch)
+    out.update(history=hist.history, raw=cap.raw, lrs=cap.lrs, initial_epoch=initial_epoch,
+               steps=hist.params["steps"])
+    start_weights = start.start
+else:
+    opt = keras.optimizers.SGD(args.lr)
+    opt.build(model.trainable_variables)
+    htf.broadcast_variables(model.variables + opt.variables, root_rank=0)
+    start_weights = [w.copy() for w in model.get_weights()]
+    ds = tf.data.Dataset.from_tensor_slices((xs, ys)).batch(args.batch)
+
+    @tf.function
+    def train_step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        grads = htf.DistributedGradientTape(tape).gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    for _ in range(args.epochs):
+        for xb, yb in ds:
+            train_step(xb, yb)
+
+np.savez(f"{args.results}/rank{r}.npz", *model.get_weights())
+np.savez(f"{args.results}/rank{r}_init.npz", *initial)
+np.savez(f"{args.results}/rank{r}_start.npz", *start_weights)
+with open(f"{args.results}/rank{r}.json", "w") as f:
+    json.dump(out, f)
