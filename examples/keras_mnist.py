@@ -60,9 +60,10 @@ def main() -> None:
         BroadcastInitialState(),  # every rank starts from rank 0's weights
         MetricAverage(),  # epoch metrics (and val_ metrics) averaged over workers
         LearningRateWarmup(warmup_epochs=args.warmup_epochs),
-        LearningRateSchedule.cosine(end_epoch=args.epochs, start_epoch=args.warmup_epochs),
         MetricsLogger(args.metrics_file or "-"),
     ]
+    if args.epochs > args.warmup_epochs:  # then cosine decay to the last epoch
+        callbacks.append(LearningRateSchedule.cosine(end_epoch=args.epochs, start_epoch=args.warmup_epochs))
     initial_epoch = 0
     if args.checkpoint_dir:
         ckpt = Checkpoint(args.checkpoint_dir, keep=2)

@@ -54,10 +54,11 @@ def main() -> None:
 
     callbacks = [
         LearningRateWarmup(warmup_epochs=args.warmup_epochs),  # T/n -> T over the first epochs
-        LearningRateSchedule.cosine(end_epoch=args.epochs, start_epoch=args.warmup_epochs),  # then decay
         MetricAverage(),  # epoch metrics averaged over workers
         MetricsLogger("-"),  # rank 0 prints one line per epoch
     ]
+    if args.epochs > args.warmup_epochs:  # then cosine decay to the last epoch
+        callbacks.append(LearningRateSchedule.cosine(end_epoch=args.epochs, start_epoch=args.warmup_epochs))
     if args.checkpoint_dir:
         callbacks.append(Checkpoint(args.checkpoint_dir, keep=2))
     if args.metrics_file:
