@@ -18,7 +18,10 @@ say() { printf '[bootstrap] %s\n' "$*" >&2; }
 quiet_pip() { python -m pip "$@" 2> >(grep -v "^WARNING: Location '.*' is ignored" >&2); }
 
 # 1. System packages -------------------------------------------------------------
-apt_pkgs=(openmpi-bin libopenmpi-dev cmake g++ make git openssh-client)
+# Build: Open MPI, cmake, a compiler. Tests: sshd and iproute2 (the namespace cluster),
+# the linters shellcheck and docker-compose (the Docker checks).
+apt_pkgs=(openmpi-bin libopenmpi-dev cmake g++ make git openssh-client openssh-server iproute2 procps
+          shellcheck docker-compose)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -47,7 +50,7 @@ if [ -z "$py" ]; then
   say "Python 3.11 not found (Horovod 0.28.1's build fails on 3.12, pypa/setuptools#4655); set HVDKIT_PYTHON"
   exit 1
 fi
-key=$(cat "$lock" | sha256sum | cut -c1-12)
+key=$(sha256sum < "$lock" | cut -c1-12)
 venv="$HVDKIT_HOME/venvs/py311-$key"
 if [ ! -x "$venv/bin/python" ]; then
   say "creating virtual environment $venv"
@@ -68,7 +71,7 @@ fi
 
 # 4. hvdkit from this checkout ------------------------------------------------------
 # Probe from / so that the checkout in the current directory does not answer for the venv.
-where=$(cd / && python -c 'import hvdkit, os; print(os.path.dirname(os.path.dirname(hvdkit.__file__)))' 2>/dev/null || true)
+where=$( (cd / && python -c 'import hvdkit, os; print(os.path.dirname(os.path.dirname(hvdkit.__file__)))') 2>/dev/null) || where=""
 if [ "$where" != "$repo" ] || [ ! -x "$venv/bin/hvdkit" ]; then
   say "installing hvdkit (editable) from $repo"
   quiet_pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The launcher: build known_hosts from the workers' registrations, then run
+#   horovodrun -np N -H addr1:1,...,addrN:1 $HVDKIT_TRAIN_COMMAND
+# over ssh with strict host-key checking, and exit with its status.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+dir=${HVDKIT_CLUSTER_DIR:?HVDKIT_CLUSTER_DIR must name the shared cluster folder}
+workers=${HVDKIT_WORKERS:?HVDKIT_WORKERS must give the number of workers}
+user=${HVDKIT_CLUSTER_USER:-trainer}
+iface=${HVDKIT_NETWORK_INTERFACE:-eth0}
+command=${HVDKIT_TRAIN_COMMAND:-python /opt/hvdkit/examples/pytorch_mnist.py}
+
+shopt -s nullglob
+regs=("$dir"/hosts/*)
+if [ "${#regs[@]}" -ne "$workers" ]; then
+  echo "launcher: expected $workers registered workers in $dir/hosts, found ${#regs[@]}" >&2
+  exit 1
+fi
+cat "${regs[@]}" > "$dir/ssh/known_hosts"
+hosts=$(awk '{printf "%s%s:1", (NR > 1 ? "," : ""), $1}' "${regs[@]}")
+cat > "$dir/ssh/config" <<CONF
+Host *
+  User $user
+  IdentityFile $dir/ssh/id_ed25519
+  IdentitiesOnly yes
+  UserKnownHostsFile $dir/ssh/known_hosts
+  StrictHostKeyChecking yes
+  BatchMode yes
+  PasswordAuthentication no
+  ConnectTimeout 20
+CONF
+export HVDKIT_SSH_CONFIG="$dir/ssh/config"
+export PATH="$here/bin:$PATH"
+# Open MPI launches every remote daemon from here (no tree spawn: workers hold no client key).
+export OMPI_MCA_plm_rsh_no_tree_spawn=1
+echo "launcher: horovodrun -np $workers -H $hosts --network-interface $iface $command"
+# shellcheck disable=SC2086 # the training command is split into words on purpose
+horovodrun -np "$workers" -H "$hosts" --network-interface "$iface" $command

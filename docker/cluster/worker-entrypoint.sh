@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A worker: trust the launcher's key, make this node's host key, start sshd (key
+# authentication only), then register "address host-key" for the launcher's known_hosts.
+# Registration happens after sshd is listening, so a registered worker is ready.
+# HVDKIT_FOREGROUND=1 (the default, for containers) keeps running while sshd lives.
+set -euo pipefail
+dir=${HVDKIT_CLUSTER_DIR:?HVDKIT_CLUSTER_DIR must name the shared cluster folder}
+node=${HVDKIT_NODE_NAME:-$(hostname)}
+addr=${HVDKIT_NODE_ADDR:-$(hostname -i | awk '{print $1}')}
+user=${HVDKIT_CLUSTER_USER:-trainer}
+port=${HVDKIT_SSH_PORT:-22}
+state="$dir/nodes/$node"
+
+[ -f "$dir/ssh/id_ed25519.pub" ] || { echo "worker $node: no client key in $dir/ssh (run keygen.sh first)" >&2; exit 1; }
+mkdir -p "$state" /run/sshd
+chmod 755 "$state"
+install -m 644 "$dir/ssh/id_ed25519.pub" "$state/authorized_keys"
+rm -f "$state/ssh_host_ed25519_key" "$state/ssh_host_ed25519_key.pub"
+ssh-keygen -q -t ed25519 -N "" -C "$node" -f "$state/ssh_host_ed25519_key"
+cat > "$state/sshd_config" <<CONF
+Port $port
+ListenAddress $addr
+HostKey $state/ssh_host_ed25519_key
+PidFile $state/sshd.pid
+AuthorizedKeysFile $state/authorized_keys
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+AllowUsers $user
+UsePAM no
+PermitUserEnvironment no
+CONF
+# Daemon mode: sshd returns once it listens.
+/usr/sbin/sshd -f "$state/sshd_config" -E "$state/sshd.log"
+pubkey=$(cut -d' ' -f1,2 "$state/ssh_host_ed25519_key.pub")
+tmp=$(mktemp "$dir/hosts/.$node.XXXXXX")
+printf '%s %s\n' "$addr" "$pubkey" > "$tmp"
+chmod 644 "$tmp"
+mv "$tmp" "$dir/hosts/$node"
+echo "worker $node: sshd listening on $addr:$port"
+if [ "${HVDKIT_FOREGROUND:-1}" = 1 ]; then
+  exec tail --pid="$(cat "$state/sshd.pid")" -f /dev/null
+fi
