@@ -65,8 +65,9 @@ def _horovod_build(report: Report) -> None:
         return
     build = json.loads(out.stdout.strip().splitlines()[-1])
     report.facts["horovod_build"] = build
+    installed = {"torch": report.facts.get("torch"), "tensorflow": report.facts.get("tensorflow")}
     for fw, ok in build["frameworks"].items():
-        if not ok:
+        if not ok and installed.get(fw):
             report.problem(f"Horovod was built without {fw} support ({build.get('errors', {}).get(fw, '')})",
                            "install the framework first, then: hvdkit build-horovod --force")
     if not (build["controllers"].get("mpi") or build["controllers"].get("gloo")):

@@ -34,7 +34,9 @@ from pathlib import Path
 HOROVOD_VERSION = "0.28.1"
 SDIST_SHA256 = "92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0"
 PATCH_DIR = Path(__file__).with_name("patches")
-# Build flags that decide what the wheel contains (beside the GPU settings).
+# Build flags that decide what the wheel contains (beside the GPU settings): the full
+# build hvdkit's own environment gets. collect_inputs() drops a framework or MPI that
+# the environment lacks, and a user's HOROVOD_WITH_*/WITHOUT_* settings win.
 BASE_FLAGS = {
     "HOROVOD_WITH_PYTORCH": "1",
     "HOROVOD_WITH_TENSORFLOW": "1",
@@ -42,7 +44,9 @@ BASE_FLAGS = {
     "HOROVOD_WITH_GLOO": "1",
     "HOROVOD_WITHOUT_MXNET": "1",
 }
-GPU_FLAG_NAMES = ("HOROVOD_GPU_OPERATIONS", "HOROVOD_GPU_ALLREDUCE", "HOROVOD_GPU", "HOROVOD_NCCL_HOME")
+_PARTS = {"PYTORCH", "TENSORFLOW", "MPI", "GLOO", "MXNET"}
+GPU_FLAG_NAMES = ("HOROVOD_GPU_OPERATIONS", "HOROVOD_GPU_ALLREDUCE", "HOROVOD_GPU", "HOROVOD_NCCL_HOME",
+                  "HOROVOD_NCCL_LINK", "HOROVOD_CUDA_HOME", "HOROVOD_BUILD_CUDA_CC_LIST")
 
 
 class BuildError(RuntimeError):
@@ -112,7 +116,18 @@ def collect_inputs(environ: dict[str, str] | None = None) -> BuildInputs:
     """Read the build inputs from this interpreter's environment."""
     env = dict(os.environ if environ is None else environ)
     patches = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(PATCH_DIR.glob("*.patch"))}
-    flags = dict(BASE_FLAGS)
+    torch, tensorflow = _dist_version("torch"), _dist_version("tensorflow-cpu", "tensorflow", "tensorflow-gpu",
+                                                            "tf-nightly")
+    mpi = _first_line(["mpirun", "--version"])
+    present = {"PYTORCH": torch is not None, "TENSORFLOW": tensorflow is not None,
+               "MPI": mpi is not None and shutil.which("mpicxx") is not None, "GLOO": True, "MXNET": False}
+    flags = {}
+    for part in sorted(_PARTS):
+        if env.get(f"HOROVOD_WITH_{part}") == "1" or env.get(f"HOROVOD_WITHOUT_{part}") == "1":
+            on = env.get(f"HOROVOD_WITH_{part}") == "1"
+        else:
+            on = present[part]
+        flags[f"HOROVOD_WITH_{part}" if on else f"HOROVOD_WITHOUT_{part}"] = "1"
     flags.update({k: env[k] for k in GPU_FLAG_NAMES if env.get(k)})
     cuda = _first_line(["nvcc", "--version"]) if flags.keys() & set(GPU_FLAG_NAMES) else None
     if cuda is not None:
@@ -121,9 +136,9 @@ def collect_inputs(environ: dict[str, str] | None = None) -> BuildInputs:
         patches=patches,
         python=f"{sys.implementation.name}-{sys.version_info.major}.{sys.version_info.minor}",
         platform=f"{sysconfig.get_platform()}-{platform.machine()}",
-        torch=_dist_version("torch"),
-        tensorflow=_dist_version("tensorflow-cpu", "tensorflow", "tensorflow-gpu", "tf-nightly"),
-        mpi=_first_line(["mpirun", "--version"]),
+        torch=torch,
+        tensorflow=tensorflow,
+        mpi=mpi,
         cuda=cuda,
         flags=flags,
     )
@@ -144,10 +159,13 @@ def preflight(inputs: BuildInputs) -> None:
         problems.append("no C++ compiler: apt-get install g++")
     if inputs.flags.get("HOROVOD_WITH_MPI") == "1" and (shutil.which("mpicxx") is None or inputs.mpi is None):
         problems.append("MPI compiler wrapper or mpirun not found: apt-get install openmpi-bin libopenmpi-dev")
-    if inputs.torch is None:
+    if inputs.flags.get("HOROVOD_WITH_PYTORCH") == "1" and inputs.torch is None:
         problems.append("PyTorch is not installed in this environment: pip install torch==2.13.0")
-    if inputs.tensorflow is None:
+    if inputs.flags.get("HOROVOD_WITH_TENSORFLOW") == "1" and inputs.tensorflow is None:
         problems.append("TensorFlow is not installed in this environment: pip install tensorflow-cpu==2.21.0")
+    if "HOROVOD_WITH_PYTORCH" not in inputs.flags and "HOROVOD_WITH_TENSORFLOW" not in inputs.flags:
+        problems.append("neither PyTorch nor TensorFlow is installed: pip install torch==2.13.0 (and/or "
+                        "tensorflow-cpu==2.21.0), then build again")
     if inputs.variant == "cuda" and inputs.cuda is None:
         problems.append("HOROVOD_GPU_OPERATIONS is set but nvcc was not found: install the CUDA toolkit or unset it")
     if problems:
@@ -161,8 +179,12 @@ _DIAGNOSES = [
     (r"string_view|requires.*C\+\+17", "C++17 needed: the CMAKE_CXX_STANDARD patch did not apply"),
     (r"highwayhash/arch_specific\.h", "XLA ops still built: the drop-xla-mpi-ops patch did not apply"),
     (r"nccl\.h: No such file", "NCCL headers missing: install libnccl-dev or set HOROVOD_NCCL_HOME"),
+    (r"Compatibility with CMake < 3.5 has been removed",
+     "CMake >= 4 with old third-party CMake files: export CMAKE_POLICY_VERSION_MINIMUM=3.5"),
     (r"No space left on device", "the disk is full: free space under the cache directory or TMPDIR"),
     (r"(Killed|internal compiler error: Killed)", "the compiler ran out of memory: build with MAKEFLAGS=-j1"),
+    (r"No matching distribution found for ([\w\-\[\]<>=.,]+)",
+     "a build requirement could not be downloaded (offline?): pip install it into this environment first"),
     (r"ModuleNotFoundError: No module named '(\w+)'", "a Python build dependency is missing from the environment"),
 ]
 
@@ -213,7 +235,9 @@ def build_wheel(inputs: BuildInputs, root: Path | None = None, jobs: int | None 
             for patch in sorted(PATCH_DIR.glob("*.patch")):
                 log.write(f"$ git apply {patch.name}\n")
                 log.flush()
-                proc = subprocess.run(["git", "apply", "--verbose", str(patch)], cwd=src,
+                cmd = (["git", "apply", "--verbose", str(patch)] if shutil.which("git")
+                       else ["patch", "-p1", "--forward", "-i", str(patch)])
+                proc = subprocess.run(cmd, cwd=src,
                                       stdout=log, stderr=subprocess.STDOUT, check=False)
                 if proc.returncode != 0:
                     raise BuildError(f"patch {patch.name} does not apply to horovod {HOROVOD_VERSION}")
@@ -221,6 +245,9 @@ def build_wheel(inputs: BuildInputs, root: Path | None = None, jobs: int | None 
             env.update(inputs.flags)
             env["HOROVOD_LOCAL_VERSION"] = inputs.local_label
             env.setdefault("MAKEFLAGS", f"-j{jobs or os.cpu_count() or 1}")
+            # CMake >= 4 refuses the bundled third_party/gloo's cmake_minimum_required(< 3.5);
+            # older CMake ignores this variable.
+            env.setdefault("CMAKE_POLICY_VERSION_MINIMUM", "3.5")
             out = Path(tmp) / "dist"
             cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", str(out), "."]
             log.write(f"$ {' '.join(cmd)}\n")

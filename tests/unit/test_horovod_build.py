@@ -107,3 +107,24 @@ def test_failed_build_keeps_the_log_and_prints_its_path(tmp_path, monkeypatch):
     log_path = tmp_path / "logs" / f"horovod-{inputs().key}.log"
     assert f"full build log: {log_path}" in msg and log_path.read_text()
     assert hw.cached_wheel(inputs(), tmp_path) is None
+
+
+def test_build_follows_the_environment_and_user_overrides():
+    base = hw.collect_inputs({})
+    no_tf = hw.collect_inputs({"HOROVOD_WITHOUT_TENSORFLOW": "1"})
+    assert "HOROVOD_WITHOUT_TENSORFLOW" in no_tf.flags and "HOROVOD_WITH_TENSORFLOW" not in no_tf.flags
+    assert no_tf.key != base.key
+    gloo_only = hw.collect_inputs({"HOROVOD_WITHOUT_MPI": "1"})
+    assert "HOROVOD_WITHOUT_MPI" in gloo_only.flags
+
+
+def test_preflight_needs_a_framework():
+    i = inputs(torch=None, tensorflow=None, flags={"HOROVOD_WITHOUT_PYTORCH": "1", "HOROVOD_WITHOUT_TENSORFLOW": "1",
+                                                   "HOROVOD_WITH_GLOO": "1", "HOROVOD_WITHOUT_MPI": "1"})
+    with pytest.raises(hw.BuildError, match="neither PyTorch nor TensorFlow is installed"):
+        hw.preflight(i)
+
+
+def test_offline_build_requirement_is_diagnosed():
+    assert "pip install it into this environment" in hw.diagnose(
+        "ERROR: No matching distribution found for cffi>=1.4.0")

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# CUDA/NCCL check on a GPU machine that already has a CUDA build of PyTorch, nvcc and NCCL (for
+# example the NVIDIA pip wheel nvidia-nccl-cu*): builds Horovod through hvdkit's patched build
+# path with HOROVOD_GPU_OPERATIONS=NCCL for the frameworks present, runs `hvdkit doctor`, then a
+# 1-process NCCL allreduce and DistributedOptimizer steps on the GPU.
+#   scripts/gpu-check.sh OUT_DIR
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=${1:?usage: scripts/gpu-check.sh OUT_DIR}
+mkdir -p "$out"
+py=${PYTHON:-python3}
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+nvidia-smi -L | tee "$out/nvidia-smi.txt"
+nvcc --version | tail -n 2 | tee -a "$out/nvidia-smi.txt"
+
+if [ -z "${HOROVOD_NCCL_HOME:-}" ]; then
+  # NCCL from the nvidia-nccl pip wheel: give CMake the include/ and lib/libnccl.so it looks for.
+  nccl_pkg=$("$py" -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])')
+  home=$(mktemp -d)
+  mkdir -p "$home/lib"
+  ln -s "$nccl_pkg/include" "$home/include"
+  for f in "$nccl_pkg"/lib/libnccl.so*; do ln -s "$f" "$home/lib/$(basename "$f")"; done
+  libs=("$nccl_pkg"/lib/libnccl.so.*)
+  [ -e "$home/lib/libnccl.so" ] || ln -s "${libs[0]}" "$home/lib/libnccl.so"
+  export HOROVOD_NCCL_HOME="$home"
+  export LD_LIBRARY_PATH="$nccl_pkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+export HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED
+# Build only for the GPU on this machine (CUDA 13 dropped the older architectures Horovod lists).
+cc=$("$py" -c 'import torch; print("".join(map(str, torch.cuda.get_device_capability())))')
+export HOROVOD_BUILD_CUDA_CC_LIST=${HOROVOD_BUILD_CUDA_CC_LIST:-$cc}
+export MAKEFLAGS=${MAKEFLAGS:--j$(nproc)}
+
+"$py" -m hvdkit build-horovod --print-key > "$out/build-inputs.json"
+set +e
+"$py" -m hvdkit build-horovod 2>&1 | tee "$out/build.txt"
+rc=${PIPESTATUS[0]}
+set -e
+cp "${HVDKIT_CACHE_DIR:-$HOME/.cache/hvdkit}"/logs/horovod-*.log "$out/" 2>/dev/null || true
+[ "$rc" -eq 0 ] || exit "$rc"
+"$py" -m hvdkit doctor | tee "$out/doctor.txt" || true
+horovodrun -np 1 -H localhost:1 --gloo "$py" "$repo/tests/workers/gpu_allreduce.py" "$out" 2>&1 | tee "$out/run.txt"
