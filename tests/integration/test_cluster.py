@@ -11,11 +11,9 @@ import pytest
 from helpers import REPO, requires_horovod
 
 DOCKERFILES = sorted(str(p) for p in (REPO / "docker").glob("*/Dockerfile"))
-SCRIPTS = sorted(str(p) for p in (REPO / "docker/cluster").glob("*.sh")) + [str(REPO / "docker/cluster/bin/ssh"),
-                                                                           str(REPO / "run.sh"),
-                                                                           str(REPO / "scripts/bootstrap.sh"),
-                                                                           str(REPO / "scripts/lock.sh"),
-                                                                           str(REPO / ".ci/run")]
+SCRIPTS = [*sorted(str(p) for p in (REPO / "docker/cluster").glob("*.sh")),
+           *sorted(str(p) for p in (REPO / "scripts").glob("*.sh")),
+           str(REPO / "docker/cluster/bin/ssh"), str(REPO / "run.sh"), str(REPO / ".ci/run")]
 
 
 def need(tool):
