@@ -17,7 +17,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="rebuild even when a cached wheel matches")
     p.add_argument("--print-key", action="store_true", help="print the cache key and build inputs, then exit")
 
+    p = sub.add_parser("bench", help="benchmarks against raw Horovod, DDP, tf.distribute, mpi4py, torch.save")
+    from hvdkit.bench.cli import add_arguments
+
+    add_arguments(p)
+
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        from hvdkit.bench.cli import run
+
+        return run(args, argv[1:])
     if args.command == "doctor":
         from hvdkit.doctor import main as doctor_main
 

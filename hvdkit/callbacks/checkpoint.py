@@ -57,8 +57,9 @@ class Checkpoint(Callback):
         """Write a checkpoint now (rank 0 only; other ranks return None)."""
         if not state.is_root:
             return None
-        payload = state.ops.dumps(self.snapshot(state))
-        self.last_saved = self.store.save(payload, epoch=state.epoch, global_step=state.global_step,
+        snap = self.snapshot(state)
+        self.last_saved = self.store.save(lambda f: state.ops.dump(snap, f), epoch=state.epoch,
+                                          global_step=state.global_step,
                                           world_size=state.comm.size, framework=state.ops.name)
         return self.last_saved
 

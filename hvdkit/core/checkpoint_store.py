@@ -2,28 +2,38 @@
 
 Each checkpoint is two files: ``ckpt-<epoch>-<step>.bin`` (the payload) and
 ``ckpt-<epoch>-<step>.json`` (the manifest: epoch, global step, world size,
-framework, payload size and sha256). Both are written to a temporary file in the
+framework, payload size and checksum). Both are written to a temporary file in the
 same directory, fsynced, then renamed into place, the manifest last, so a crash
 at any moment leaves every earlier checkpoint intact and an unfinished one
 invisible (no manifest, or a checksum that does not verify). Old checkpoints are
 pruned only after the new one is durable.
+
+The payload is streamed into the file by the serialiser (no in-memory copy) through
+a writer that computes an XXH3-128 checksum on the way: it detects truncation and
+corruption at ~9 GB/s, where sha256 ran at ~0.2 GB/s here and cost more than
+``torch.save`` itself (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import BinaryIO
+
+import xxhash
 
 from hvdkit.core.validation import check_int
 
 log = logging.getLogger("hvdkit")
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+CHECKSUM = "xxh3_128"
+Payload = bytes | Callable[[BinaryIO], None]
 _NAME = re.compile(r"^ckpt-(\d{6})-(\d{10})\.json$")
 
 
@@ -34,7 +44,7 @@ class Manifest:
     world_size: int
     framework: str
     size: int
-    sha256: str
+    checksum: str  # "<algorithm>:<hex digest>"
     payload: str
     format: int = FORMAT_VERSION
 
@@ -47,14 +57,47 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def checksum(data: bytes) -> str:
+    return f"{CHECKSUM}:{xxhash.xxh3_128_hexdigest(data)}"
+
+
+class _ChecksumWriter:
+    """A binary file wrapper that checksums and counts what goes through ``write``."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+        self.hasher = xxhash.xxh3_128()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        view = memoryview(data)
+        self.hasher.update(view)
+        self.size += view.nbytes
+        return self.f.write(view)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    @property
+    def digest(self) -> str:
+        return f"{CHECKSUM}:{self.hasher.hexdigest()}"
+
+
+def _atomic_write(path: Path, payload: Payload) -> tuple[int, str]:
+    """Write ``payload`` (bytes, or a function that writes to a binary file) atomically;
+    return its size and checksum."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        with os.fdopen(fd, "wb", buffering=1 << 20) as f:
+            writer = _ChecksumWriter(f)
+            if isinstance(payload, (bytes, bytearray, memoryview)):
+                writer.write(bytes(payload))
+            else:
+                payload(writer)  # type: ignore[arg-type]
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        return writer.size, writer.digest
     except BaseException:
         try:
             os.unlink(tmp)
@@ -76,12 +119,14 @@ class CheckpointStore:
     def _stem(self, epoch: int, step: int) -> str:
         return f"ckpt-{epoch:06d}-{step:010d}"
 
-    def save(self, payload: bytes, *, epoch: int, global_step: int, world_size: int, framework: str) -> Manifest:
+    def save(self, payload: Payload, *, epoch: int, global_step: int, world_size: int,
+             framework: str) -> Manifest:
+        """``payload``: the bytes, or a function that writes them to a binary file (streamed, no copy)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         stem = self._stem(epoch, global_step)
+        size, digest = _atomic_write(self.directory / f"{stem}.bin", payload)
         manifest = Manifest(epoch=epoch, global_step=global_step, world_size=world_size, framework=framework,
-                            size=len(payload), sha256=hashlib.sha256(payload).hexdigest(), payload=f"{stem}.bin")
-        _atomic_write(self.directory / manifest.payload, payload)
+                            size=size, checksum=digest, payload=f"{stem}.bin")
         _atomic_write(self.directory / f"{stem}.json", json.dumps(asdict(manifest), sort_keys=True).encode())
         _fsync_dir(self.directory)
         self.prune()
@@ -118,8 +163,8 @@ class CheckpointStore:
             raise ValueError(f"checkpoint payload {payload_path} is unreadable: {exc}") from None
         if len(data) != manifest.size:
             raise ValueError(f"checkpoint {payload_path} is truncated: {len(data)} of {manifest.size} bytes")
-        if hashlib.sha256(data).hexdigest() != manifest.sha256:
-            raise ValueError(f"checkpoint {payload_path} fails its sha256 check")
+        if not manifest.checksum.startswith(f"{CHECKSUM}:") or checksum(data) != manifest.checksum:
+            raise ValueError(f"checkpoint {payload_path} fails its checksum ({manifest.checksum.split(':')[0]})")
         return manifest, data
 
     def latest(self) -> tuple[Manifest, bytes] | None:

@@ -71,9 +71,9 @@ class KerasOps:
             np.random.set_state(rng["numpy"])
             random.setstate(rng["python"])
 
-    def dumps(self, obj: Any) -> bytes:
-        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    def dump(self, obj: Any, f: Any) -> None:
+        pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
 
     def loads(self, data: bytes) -> Any:
-        # Our own file, verified by sha256 before this is called.
+        # Our own file, its checksum verified before this is called.
         return pickle.loads(data)

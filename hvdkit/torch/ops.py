@@ -46,11 +46,9 @@ class TorchOps:
             np.random.set_state(rng["numpy"])
             random.setstate(rng["python"])
 
-    def dumps(self, obj: Any) -> bytes:
-        buf = io.BytesIO()
-        torch.save(obj, buf)
-        return buf.getvalue()
+    def dump(self, obj: Any, f: Any) -> None:
+        torch.save(obj, f)
 
     def loads(self, data: bytes) -> Any:
-        # Our own checkpoint, verified by sha256 before this is called; it holds RNG tuples.
+        # Our own checkpoint, its checksum verified before this is called; it holds RNG tuples.
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)

@@ -35,8 +35,8 @@ class DictOps:
         self.lr = snapshot["lr"]
         self.momentum = snapshot["momentum"]
 
-    def dumps(self, obj: Any) -> bytes:
-        return pickle.dumps(obj)
+    def dump(self, obj: Any, f: Any) -> None:
+        pickle.dump(obj, f)
 
     def loads(self, data: bytes) -> Any:
         return pickle.loads(data)

@@ -54,7 +54,7 @@ def test_corrupt_newest_is_skipped(tmp_path, caplog):
     (tmp_path / m2.payload).write_bytes(b"payload-X")  # same size, other content
     with caplog.at_level("WARNING", logger="hvdkit"):
         assert store.latest()[0].epoch == 1
-    assert "sha256" in caplog.text
+    assert "fails its checksum (xxh3_128)" in caplog.text
 
 
 def test_unreadable_manifest_is_skipped(tmp_path):

@@ -12,7 +12,7 @@ from hvdkit.keras.callbacks.bridge import EngineBridge, _register, engine_for
 
 class Checkpoint(EngineBridge):
     """Rank 0 writes model, optimizer, counters and callback states atomically every
-    ``every_n_epochs`` epochs (keep-N, sha256-checked); resume broadcasts the newest valid one.
+    ``every_n_epochs`` epochs (keep-N, checksummed); resume broadcasts the newest valid one.
 
     Keras fixes the first epoch when ``fit`` starts, so resume before it::
 

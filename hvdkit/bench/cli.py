@@ -1,0 +1,58 @@
+"""``hvdkit bench`` / ``python -m hvdkit.bench``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from hvdkit.bench import report
+from hvdkit.bench.launch import BenchError
+from hvdkit.bench.suites import SUITES
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("suites", nargs="*", default=["all"], help=f"any of {', '.join(SUITES)}, or all (default)")
+    p.add_argument("--out", default="bench-results", help="folder for results.json, plots and report.md")
+    p.add_argument("--quick", action="store_true", help="smaller sizes and fewer steps (a smoke run)")
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> int:
+    chosen = list(SUITES) if args.suites in (["all"], []) else args.suites
+    bad = [s for s in chosen if s not in SUITES]
+    if bad:
+        print(f"hvdkit bench: suites must be among {', '.join(SUITES)} or all, got {', '.join(bad)}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    suites: dict[str, Any] = {}
+    results: dict[str, Any] = {"date": dt.date.today().isoformat(), "machine": report.machine(),
+                               "command": "hvdkit bench " + " ".join(shlex.quote(a) for a in argv),
+                               "suites": suites}
+
+    def log(msg: str) -> None:
+        print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+    for name in chosen:
+        try:
+            suites[name] = SUITES[name](args.quick, log)
+        except BenchError as exc:
+            print(f"hvdkit bench: suite {name} failed: {exc}", file=sys.stderr)
+            return 1
+        (out / "results.json").write_text(json.dumps(results, indent=2))
+    report.print_tables(results)
+    plots = report.plot(results, out)
+    (out / "report.md").write_text(report.markdown(results, plots))
+    print(f"results: {out / 'results.json'}; report: {out / 'report.md'}; plots: {', '.join(map(str, plots))}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(prog="hvdkit bench", description=__doc__)
+    add_arguments(p)
+    return run(p.parse_args(argv), argv)

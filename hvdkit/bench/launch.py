@@ -1,0 +1,88 @@
+"""Start the benchmark workers under the launcher each peer is used with, always with a timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from hvdkit.core.runtime_defaults import RUNTIME_DEFAULTS
+
+TIMEOUT = 900
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def _env(tuned: bool) -> dict[str, str]:
+    """The caller's environment; without hvdkit's tuned runtime settings unless ``tuned``."""
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if not tuned:
+        for name in RUNTIME_DEFAULTS:
+            env.pop(name, None)
+    else:
+        env.update({k: v for k, (v, _why) in RUNTIME_DEFAULTS.items()})
+    return env
+
+
+def _run(cmd: Sequence[str], env: dict[str, str], out: Path, timeout: float) -> dict:
+    proc = subprocess.run(list(cmd), env=env, capture_output=True, text=True, timeout=timeout,
+                          start_new_session=True)
+    if proc.returncode != 0 or not out.exists():
+        raise BenchError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return json.loads(out.read_text())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_worker(launcher: str, np: int, module: str, args: Sequence[str], *, tuned: bool = False,
+               extra_env: dict[str, str] | None = None, timeout: float = TIMEOUT) -> dict:
+    """Run ``python -m module args --results FILE`` under ``launcher`` with ``np`` processes."""
+    with tempfile.TemporaryDirectory(prefix="hvdkit-bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        wargs = [*args, "--results", str(out)]
+        env = {**_env(tuned), **(extra_env or {})}
+        py = sys.executable
+        if launcher in ("horovodrun", "horovodrun-gloo"):
+            gloo = ["--gloo"] if launcher == "horovodrun-gloo" else []
+            cmd = ["horovodrun", "-np", str(np), "-H", f"localhost:{np}", *gloo, py, "-m", module, *wargs]
+            return _run(cmd, env, out, timeout)
+        if launcher == "torchrun":
+            cmd = [py, "-m", "torch.distributed.run", "--nproc-per-node", str(np), "--master-port",
+                   str(_free_port()), "-m", module, *wargs]
+            return _run(cmd, env, out, timeout)
+        if launcher == "mpirun":
+            cmd = ["mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", py, "-m", module, *wargs]
+            return _run(cmd, env, out, timeout)
+        if launcher == "tf_config":
+            ports = [_free_port() for _ in range(np)]
+            cluster = {"worker": [f"localhost:{p}" for p in ports]}
+            procs = []
+            for i in range(np):
+                wenv = {**env, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})}
+                procs.append(subprocess.Popen([py, "-m", module, *wargs], env=wenv, stdout=subprocess.PIPE,
+                                              stderr=subprocess.STDOUT, text=True, start_new_session=True))
+            outputs = []
+            try:
+                for p in procs:
+                    outputs.append(p.communicate(timeout=timeout)[0])
+            finally:
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+            if any(p.returncode != 0 for p in procs) or not out.exists():
+                raise BenchError("TF_CONFIG workers failed:\n" + "\n".join(o[-2000:] for o in outputs))
+            return json.loads(out.read_text())
+        raise ValueError(f"launcher must be horovodrun, horovodrun-gloo, torchrun, mpirun or tf_config, "
+                         f"got {launcher!r}")

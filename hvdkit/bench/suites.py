@@ -1,0 +1,97 @@
+"""The benchmark suites: what runs, and the measured ratios against each target."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hvdkit.bench.launch import run_worker
+
+AR = "hvdkit.bench.workers.allreduce"
+TT = "hvdkit.bench.workers.train_torch"
+TK = "hvdkit.bench.workers.train_keras"
+
+
+def allreduce(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
+    args = ["--max-mib", "16" if quick else "256"]
+    runs = {
+        "hvdkit (MPI, hvdkit defaults)": ("horovodrun", ["--impl", "hvdkit"]),
+        "horovod (MPI)": ("horovodrun", ["--impl", "horovod"]),
+        "horovod (Gloo)": ("horovodrun-gloo", ["--impl", "horovod"]),
+        "torch.distributed (gloo)": ("torchrun", ["--impl", "torch_gloo"]),
+        "mpi4py (Open MPI)": ("mpirun", ["--impl", "mpi4py"]),
+    }
+    out: dict[str, Any] = {}
+    for name, (launcher, a) in runs.items():
+        log(f"allreduce: {name}")
+        out[name] = run_worker(launcher, 2, AR, [*a, *args])["rows"]
+    ours, raw, gloo = out["hvdkit (MPI, hvdkit defaults)"], out["horovod (MPI)"], out["torch.distributed (gloo)"]
+    ratios = [{"bytes": a["bytes"], "vs_horovod": a["busbw_gbps"] / b["busbw_gbps"],
+               "vs_torch_gloo": a["busbw_gbps"] / c["busbw_gbps"]} for a, b, c in zip(ours, raw, gloo)]
+    big = [r["vs_torch_gloo"] for r in ratios if r["bytes"] >= 1 << 20]
+    return {"rows": out, "ratios": ratios, "targets": [
+        {"target": "allreduce bus bandwidth >= torch.distributed gloo for buffers >= 1 MiB",
+         "measured": min(big) if big else None, "goal": 1.0}]}
+
+
+def throughput(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
+    steps = ["--steps", "10" if quick else "30", "--epochs", "3" if quick else "4"]
+    runs = {
+        "hvdkit 1 proc x 1 thread": ("horovodrun", 1, ["--impl", "hvdkit"], {"HVDKIT_THREADS": "1"}, False),
+        "hvdkit 1 proc x all cores": ("horovodrun", 1, ["--impl", "hvdkit"], {}, False),
+        "hvdkit 2 procs": ("horovodrun", 2, ["--impl", "hvdkit"], {}, False),
+        "horovod loop 2 procs (Horovod defaults)": ("horovodrun", 2, ["--impl", "horovod"], {}, False),
+        "horovod loop 2 procs (hvdkit's runtime settings)": ("horovodrun", 2, ["--impl", "horovod"], {}, True),
+        "PyTorch DDP (gloo) 2 procs": ("torchrun", 2, ["--impl", "ddp"], {}, False),
+    }
+    res: dict[str, Any] = {}
+    for name, (launcher, np, a, env, tuned) in runs.items():
+        log(f"throughput: {name}")
+        res[name] = run_worker(launcher, np, TT, [*a, *steps], tuned=tuned, extra_env=env)
+    sps = {k: v["samples_per_s"] for k, v in res.items()}
+    ms = {k: v["ms_per_step"] for k, v in res.items()}
+    return {"runs": res, "targets": [
+        {"target": "scaling efficiency 1 -> 2 processes, one core per worker (>= 0.90)",
+         "measured": sps["hvdkit 2 procs"] / (2 * sps["hvdkit 1 proc x 1 thread"]), "goal": 0.90},
+        {"target": "hvdkit (torch) 2 procs vs PyTorch DDP, samples/s (>= 1.0)",
+         "measured": sps["hvdkit 2 procs"] / sps["PyTorch DDP (gloo) 2 procs"], "goal": 1.0},
+        {"target": "adapter overhead: hvdkit Trainer vs raw Horovod loop, same runtime settings, ms/step (<= 1.02)",
+         "measured": ms["hvdkit 2 procs"] / ms["horovod loop 2 procs (hvdkit's runtime settings)"], "goal": 1.02,
+         "lower_is_better": True},
+        {"target": "hvdkit 2 procs vs raw Horovod with its defaults, samples/s (>= 1.0)",
+         "measured": sps["hvdkit 2 procs"] / sps["horovod loop 2 procs (Horovod defaults)"], "goal": 1.0},
+    ]}
+
+
+def keras(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
+    steps = ["--steps", "10" if quick else "30", "--epochs", "3" if quick else "4"]
+    res = {}
+    log("keras: hvdkit.keras model.fit 2 procs")
+    res["hvdkit.keras model.fit 2 procs"] = run_worker("horovodrun", 2, TK, ["--impl", "hvdkit", *steps])
+    log("keras: hvdkit.tensorflow tape loop 2 procs")
+    res["hvdkit.tensorflow tape loop 2 procs"] = run_worker("horovodrun", 2, TK, ["--impl", "hvdkit_tape", *steps])
+    log("keras: MultiWorkerMirroredStrategy loop 2 workers")
+    res["MultiWorkerMirroredStrategy loop 2 workers"] = run_worker("tf_config", 2, TK, ["--impl", "mwms", *steps])
+    fit, tape = res["hvdkit.keras model.fit 2 procs"], res["hvdkit.tensorflow tape loop 2 procs"]
+    mwms = res["MultiWorkerMirroredStrategy loop 2 workers"]
+    return {"runs": res, "targets": [
+        {"target": "hvdkit (Keras model.fit) vs MultiWorkerMirroredStrategy (custom loop; Keras 3 fit fails "
+                   "under MWMS), samples/s (>= 1.0)",
+         "measured": fit["samples_per_s"] / mwms["samples_per_s"], "goal": 1.0},
+        {"target": "hvdkit tape loop vs MultiWorkerMirroredStrategy, same loop, samples/s (>= 1.0)",
+         "measured": tape["samples_per_s"] / mwms["samples_per_s"], "goal": 1.0}]}
+
+
+def checkpoint(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
+    from hvdkit.bench.checkpoint import run
+
+    log("checkpoint: save/restore")
+    r = run(megabytes=64 if quick else 256, repeats=3)
+    return {"result": r, "targets": [
+        {"target": "checkpoint save throughput vs torch.save (>= 0.80)", "measured": r["save_ratio"], "goal": 0.80},
+        {"target": "checkpoint restore throughput vs torch.load (reported)", "measured": r["load_ratio"],
+         "goal": None}]}
+
+
+SUITES: dict[str, Callable[[bool, Callable[[str], None]], dict[str, Any]]] = {
+    "allreduce": allreduce, "throughput": throughput, "keras": keras, "checkpoint": checkpoint}

@@ -1,0 +1,98 @@
+"""Allreduce of float32 buffers, 4 KiB .. N MiB, through one implementation.
+
+    horovodrun -np 2 python -m hvdkit.bench.workers.allreduce --impl hvdkit --out r.json
+    horovodrun -np 2 [--gloo] python -m hvdkit.bench.workers.allreduce --impl horovod --out r.json
+    torchrun --nproc-per-node 2 -m hvdkit.bench.workers.allreduce --impl torch_gloo --out r.json
+    mpirun -np 2 python -m hvdkit.bench.workers.allreduce --impl mpi4py --out r.json
+
+Each size: 2 warm-up calls, then the median of 5 timed rounds of k calls (k ~ 256 MiB / size).
+Bus bandwidth = bytes x 2(n-1)/n / time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from hvdkit.bench.workers.common import iterations_for, median, sizes_bytes, write_result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--impl", required=True, choices=["hvdkit", "horovod", "torch_gloo", "mpi4py"])
+    p.add_argument("--results", required=True)
+    p.add_argument("--max-mib", type=int, default=256)
+    p.add_argument("--rounds", type=int, default=5)
+    args = p.parse_args()
+
+    if args.impl == "mpi4py":
+        import numpy as np
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+        rank, size = comm.Get_rank(), comm.Get_size()
+
+        def make(n):
+            return np.ones(n // 4, dtype=np.float32)
+
+        def reduce(buf):
+            comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+
+        barrier = comm.Barrier
+    else:
+        import torch
+
+        torch.set_num_threads(1)
+
+        def make(n):
+            return torch.ones(n // 4, dtype=torch.float32)
+
+        if args.impl == "torch_gloo":
+            import torch.distributed as dist
+
+            dist.init_process_group("gloo")
+            rank, size = dist.get_rank(), dist.get_world_size()
+
+            def reduce(buf):
+                dist.all_reduce(buf)
+
+            barrier = dist.barrier
+        else:
+            if args.impl == "hvdkit":
+                import hvdkit.torch as hk
+
+                hk.init(threads=1)  # hvdkit's recommended runtime defaults, then Horovod
+            import horovod.torch as hvd
+
+            if args.impl == "horovod":
+                hvd.init()
+            rank, size = hvd.rank(), hvd.size()
+
+            def reduce(buf):
+                hvd.allreduce_(buf, op=hvd.Sum, name="bench")
+
+            def barrier():
+                hvd.allreduce(torch.zeros(1), name="bench.barrier")
+
+    rows = []
+    for nbytes in sizes_bytes(4, args.max_mib):
+        buf = make(nbytes)
+        k = iterations_for(nbytes)
+        for _ in range(2):
+            reduce(buf)
+        times = []
+        for _ in range(args.rounds):
+            barrier()
+            t0 = time.perf_counter()
+            for _ in range(k):
+                reduce(buf)
+            times.append((time.perf_counter() - t0) / k)
+        t = median(times)
+        rows.append({"bytes": nbytes, "seconds": t, "busbw_gbps": nbytes * 2 * (size - 1) / size / t / 1e9})
+        del buf
+    if rank == 0:
+        write_result(args.results, {"impl": args.impl, "size": size, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
