@@ -2,12 +2,11 @@
 
 In-process, one rank, same model, same disk. hvdkit's save = serialise the snapshot straight into a
 temporary file through a checksumming writer, fsync, rename, and the manifest; restore = read,
-verify the checksum, deserialise. ``torch.save`` writes (no fsync) and ``torch.load`` reads.
+verify the checksum, deserialise. ``torch.save`` overwrites one file (no fsync, not atomic) and ``torch.load`` reads it.
 """
 
 from __future__ import annotations
 
-import os
 import statistics
 import tempfile
 import time
@@ -38,7 +37,8 @@ def run(megabytes: int = 256, repeats: int = 3, directory: str | None = None) ->
             t0 = time.perf_counter()
             torch.load(plain, weights_only=False)
             res["torch_load"].append(time.perf_counter() - t0)
-            os.unlink(plain)
+            # Both paths replace the previous checkpoint each time: torch.save overwrites
+            # plain.pt, the store (keep=1) prunes the older one after writing the new one.
 
             t0 = time.perf_counter()
             snap = ops.capture()

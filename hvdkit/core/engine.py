@@ -61,21 +61,29 @@ class Engine:
         s.logs = {}
         self.fire(Event.EPOCH_BEGIN)
 
-    def batch_begin(self, batch: int | None = None) -> None:
+    def batch_begin(self, batch: int | None = None, global_step: int | None = None) -> None:
+        """``global_step``: set the step counter from the caller's own count (Keras), rather than
+        relying on :meth:`batch_end` having advanced it (Keras may run batch-end hooks later, on
+        another thread)."""
         s = self.state
         if batch is not None:
             s.batch = batch
+        if global_step is not None:
+            s.global_step = global_step
         self.fire(Event.BATCH_BEGIN)
         self.apply_lr()
 
-    def batch_end(self, logs: Mapping[str, Any] | None = None) -> None:
-        """``logs`` may hold 0-d tensors: they are converted only by callbacks that read them."""
+    def batch_end(self, logs: Mapping[str, Any] | None = None, advance: bool = True) -> None:
+        """``logs`` may hold 0-d tensors: they are converted only by callbacks that read them.
+        ``advance=False`` leaves the counters to :meth:`batch_begin`/:meth:`epoch_end` callers."""
         s = self.state
-        s.global_step += 1
+        if advance:
+            s.global_step += 1
         if logs:
             s.logs = dict(logs)
         self.fire(Event.BATCH_END)
-        s.batch += 1
+        if advance:
+            s.batch += 1
 
     def epoch_end(self, logs: Mapping[str, float] | None = None) -> dict[str, float]:
         s = self.state

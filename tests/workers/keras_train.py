@@ -47,38 +47,37 @@ loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 out = {"size": hk.size()}
 
 
-class Capture(keras.callbacks.Callback):
-    """Placed first: sees the raw (per-rank) epoch logs; records the LR used by each step."""
+class RawLogs(keras.callbacks.Callback):
+    """Placed first: sees the raw (per-rank) epoch logs, before MetricAverage averages them."""
 
     def __init__(self):
         super().__init__()
-        self.raw, self.lrs, self.start = [], [], None
-        self.step = 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.lrs.append([self.step, float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))])
-        self.step += 1
+        self.raw = []
 
     def on_epoch_end(self, epoch, logs=None):
         self.raw.append({k: float(v) for k, v in logs.items()})
 
 
-class StartWeights(keras.callbacks.Callback):
-    """Placed after the hvdkit callbacks: the weights the first step starts from."""
+class StepProbe(keras.callbacks.Callback):
+    """Placed after the hvdkit callbacks: the LR each step will use and the weights the first step
+    starts from. Only batch-begin hooks, so Keras keeps dispatching batch ends asynchronously (the
+    mode hvdkit's callbacks run in)."""
 
     def __init__(self):
         super().__init__()
-        self.start = None
+        self.start, self.lrs, self.step = None, [], 0
 
     def on_train_batch_begin(self, batch, logs=None):
         if self.start is None:
             self.start = [w.copy() for w in self.model.get_weights()]
+        self.lrs.append([self.step, float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))])
+        self.step += 1
 
 
 if args.mode == "fit":
     opt = hk.DistributedOptimizer(keras.optimizers.SGD(args.lr, momentum=args.momentum))
     model.compile(optimizer=opt, loss=loss_fn, metrics=["accuracy"], jit_compile=args.jit)
-    cap, start = Capture(), StartWeights()
+    cap, start = RawLogs(), StepProbe()
     cbs = [cap, BroadcastInitialState(), MetricAverage()]
     if args.warmup_epochs:
         cbs.append(LearningRateWarmup(warmup_epochs=args.warmup_epochs))
@@ -90,7 +89,7 @@ if args.mode == "fit":
     cbs.append(start)
     hist = model.fit(xs, ys, batch_size=args.batch, epochs=args.epochs, shuffle=False, verbose=0,
                      callbacks=cbs, initial_epoch=initial_epoch)
-    out.update(history=hist.history, raw=cap.raw, lrs=cap.lrs, initial_epoch=initial_epoch,
+    out.update(history=hist.history, raw=cap.raw, lrs=start.lrs, initial_epoch=initial_epoch,
                steps=hist.params["steps"])
     start_weights = start.start
 else:

@@ -27,7 +27,7 @@ from hvdkit.bench.workers.common import median, write_result
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--impl", required=True, choices=["hvdkit", "hvdkit_tape", "mwms"])
+    p.add_argument("--impl", required=True, choices=["hvdkit", "hvdkit_tape", "mwms", "plain_fit", "plain_tape"])
     p.add_argument("--results", required=True)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--inputs", type=int, default=512)
@@ -42,6 +42,8 @@ def main() -> None:
 
         hk.init()
         rank, size = hk.rank(), hk.size()
+    elif args.impl.startswith("plain"):  # one process, no distribution: Keras's own baseline
+        rank, size = 0, 1
     else:
         import tensorflow as tf
 
@@ -75,13 +77,17 @@ def main() -> None:
                                  keras.layers.Dense(args.hidden, activation="relu"), keras.layers.Dense(10)])
 
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    if args.impl == "hvdkit":
-        from hvdkit.keras.callbacks import BroadcastInitialState
-
+    if args.impl in ("hvdkit", "plain_fit"):
         model = build()
-        model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.01 * size)), loss=loss)
-        model.fit(x, y, batch_size=args.batch, epochs=args.epochs, shuffle=False, verbose=0,
-                  callbacks=[BroadcastInitialState(), Timer()])
+        if args.impl == "hvdkit":
+            from hvdkit.keras.callbacks import BroadcastInitialState
+
+            model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.01 * size)), loss=loss)
+            cbs = [BroadcastInitialState(), Timer()]
+        else:
+            model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
+            cbs = [Timer()]
+        model.fit(x, y, batch_size=args.batch, epochs=args.epochs, shuffle=False, verbose=0, callbacks=cbs)
     else:
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(args.batch).repeat()
         if args.impl == "mwms":
@@ -95,6 +101,10 @@ def main() -> None:
                 model = build()
                 opt = keras.optimizers.SGD(0.01 * size)
                 opt.build(model.trainable_variables)
+        elif args.impl == "plain_tape":
+            model = build()
+            opt = keras.optimizers.SGD(0.01)
+            opt.build(model.trainable_variables)
         else:
             import hvdkit.tensorflow as htf
 
@@ -107,7 +117,7 @@ def main() -> None:
         def replica_step(xb, yb):
             with tf.GradientTape() as tape:
                 loss_value = tf.reduce_mean(per_example(yb, model(xb, training=True)))
-            if args.impl == "mwms":
+            if args.impl in ("mwms", "plain_tape"):
                 grads = tape.gradient(loss_value, model.trainable_variables)  # MWMS all-reduces in apply
             else:
                 grads = htf.DistributedGradientTape(tape).gradient(loss_value, model.trainable_variables)
