@@ -17,12 +17,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="rebuild even when a cached wheel matches")
     p.add_argument("--print-key", action="store_true", help="print the cache key and build inputs, then exit")
 
+    p = sub.add_parser("elastic-local", help="elastic horovodrun on one machine (two local 'hosts', no hangs)",
+                       add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
     p = sub.add_parser("bench", help="benchmarks against raw Horovod, DDP, tf.distribute, mpi4py, torch.save")
     from hvdkit.bench.cli import add_arguments
 
     add_arguments(p)
 
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["elastic-local"]:  # its options and the training command go on verbatim
+        from hvdkit.elastic_local import main as elastic_main
+
+        return elastic_main(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "bench":
         from hvdkit.bench.cli import run

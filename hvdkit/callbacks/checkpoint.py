@@ -73,9 +73,17 @@ class Checkpoint(Callback):
 
     # -- resuming -------------------------------------------------------------
     def load_latest(self, state: TrainState) -> Manifest | None:
-        """Rank 0 reads the newest valid checkpoint, every rank gets it; returns its manifest."""
+        """Rank 0 reads the newest valid checkpoint, every rank gets it; returns its manifest.
+
+        Under elastic training (``state.extra["elastic"]``) only rank 0 loads, with no collective:
+        the elastic state's first sync hands everything to the other workers, and a worker that
+        joins later never waits in a broadcast that nobody else is in (horovod#2652).
+        """
         found = self.store.latest() if state.is_root else None
-        blob = state.comm.broadcast_object(None if found is None else (found[0], found[1]), 0)
+        if state.extra.get("elastic"):
+            blob = found
+        else:
+            blob = state.comm.broadcast_object(None if found is None else (found[0], found[1]), 0)
         if blob is None:
             return None
         manifest, data = blob

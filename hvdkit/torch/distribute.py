@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import horovod.torch as hvd
 import torch
 
@@ -31,8 +33,11 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
     check_choice("compression", compression, list(_COMPRESSION))
     check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)
     check_choice("op", op, list(_OPS))
-    hvd.broadcast_parameters(model.state_dict(), root_rank=root_rank)
-    hvd.broadcast_optimizer_state(optimizer, root_rank=root_rank)
+    if os.environ.get("HOROVOD_ELASTIC") != "1":
+        # Under the elastic driver the elastic state's first sync broadcasts instead: a worker
+        # that joins later would otherwise wait here in a broadcast no one else is in (horovod#2652).
+        hvd.broadcast_parameters(model.state_dict(), root_rank=root_rank)
+        hvd.broadcast_optimizer_state(optimizer, root_rank=root_rank)
     return hvd.DistributedOptimizer(
         optimizer,
         named_parameters=model.named_parameters(),

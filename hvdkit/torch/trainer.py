@@ -80,6 +80,7 @@ class Trainer:
                 raise TypeError(f"metrics[{name!r}] must be callable, got {fn!r}")
         self.comm = HorovodComm()
         self.engine = Engine(self.comm, TorchOps(model, self.optimizer), callbacks)
+        self.elastic: Any = None  # set by fit_elastic: resets and recovery times
 
     @property
     def state(self):
@@ -123,11 +124,7 @@ class Trainer:
             for i, batch in enumerate(loader):
                 x, y = self._to(batch)
                 engine.batch_begin(i)
-                self.optimizer.zero_grad()  # Horovod's override takes no set_to_none
-                out = self.model(x)
-                loss = self.loss_fn(out, y)
-                loss.backward()
-                self.optimizer.step()
+                loss, out = self._step(x, y)
                 n = len(y)
                 with torch.no_grad():
                     vals = [loss.detach()] + [fn(out, y) for fn in self.metrics.values()]
@@ -143,6 +140,22 @@ class Trainer:
                 break
         engine.train_end()
         return History(history={k: list(v) for k, v in state.history.items()}, epochs_run=state.epoch - start)
+
+    def _step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.optimizer.zero_grad()  # Horovod's override takes no set_to_none
+        out = self.model(x)
+        loss = self.loss_fn(out, y)
+        loss.backward()
+        self.optimizer.step()
+        return loss, out
+
+    def fit_elastic(self, train_data: Any, epochs: int, *, batch_size: int, commit_every: int = 10,
+                    shuffle: bool = True, seed: int = 0) -> History:
+        """Elastic training under ``horovodrun --min-np/--max-np`` (see :mod:`hvdkit.torch.elastic`)."""
+        from hvdkit.torch.elastic import fit_elastic
+
+        return fit_elastic(self, train_data, epochs, batch_size=batch_size, commit_every=commit_every,
+                           shuffle=shuffle, seed=seed)
 
     @torch.no_grad()
     def evaluate(self, data: Any, *, batch_size: int | None = None) -> dict[str, float]:
