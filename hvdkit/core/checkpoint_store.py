@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -115,13 +116,19 @@ class CheckpointStore:
         if path.exists() and not path.is_dir():
             raise ValueError(f"directory must be a directory path, got {str(directory)!r}, which is an existing file")
         self.directory = path
+        self._pruner: threading.Thread | None = None
 
     def _stem(self, epoch: int, step: int) -> str:
         return f"ckpt-{epoch:06d}-{step:010d}"
 
     def save(self, payload: Payload, *, epoch: int, global_step: int, world_size: int,
              framework: str) -> Manifest:
-        """``payload``: the bytes, or a function that writes them to a binary file (streamed, no copy)."""
+        """``payload``: the bytes, or a function that writes them to a binary file (streamed, no copy).
+
+        Older checkpoints beyond ``keep`` are deleted on a background thread once the new one is
+        durable (unlinking a large file took a third of a save here); :meth:`flush` waits for it.
+        """
+        self.flush()
         self.directory.mkdir(parents=True, exist_ok=True)
         stem = self._stem(epoch, global_step)
         size, digest = _atomic_write(self.directory / f"{stem}.bin", payload)
@@ -129,8 +136,16 @@ class CheckpointStore:
                             size=size, checksum=digest, payload=f"{stem}.bin")
         _atomic_write(self.directory / f"{stem}.json", json.dumps(asdict(manifest), sort_keys=True).encode())
         _fsync_dir(self.directory)
-        self.prune()
+        # Not a daemon: the interpreter waits for it at exit, so keep-N holds after the run too.
+        self._pruner = threading.Thread(target=self.prune, name="hvdkit-checkpoint-prune")
+        self._pruner.start()
         return manifest
+
+    def flush(self) -> None:
+        """Wait until the deletion of checkpoints beyond ``keep`` has finished."""
+        if self._pruner is not None:
+            self._pruner.join()
+            self._pruner = None
 
     def manifests(self) -> list[Path]:
         """Manifest files, newest first (by epoch, then step)."""

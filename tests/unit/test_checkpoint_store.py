@@ -31,6 +31,7 @@ def test_keep_n_prunes_oldest(tmp_path):
     store = CheckpointStore(tmp_path, keep=2)
     for n in range(1, 6):
         save(store, n)
+    store.flush()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "ckpt-000004-0000000040.bin", "ckpt-000004-0000000040.json",
         "ckpt-000005-0000000050.bin", "ckpt-000005-0000000050.json"]
@@ -113,4 +114,5 @@ def test_writer_sigkilled_mid_write_leaves_previous_checkpoint_loadable(tmp_path
     manifest, data = store.latest()
     assert manifest.epoch == 1 and data == b"good" * 1000
     save(store, 3)  # the next save cleans the dead writer's temporary file
+    store.flush()
     assert not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
