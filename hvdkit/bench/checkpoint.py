@@ -3,7 +3,8 @@
 In-process, one rank, same model, same disk. hvdkit's save = serialise the snapshot straight into a
 temporary file through a checksumming writer, fsync, rename, and the manifest; restore = read,
 verify the checksum, deserialise. Deleting the checkpoint beyond ``keep`` runs on a background
-thread and is not timed (in training it overlaps the next epoch). ``torch.save`` overwrites one file (no fsync, not atomic) and ``torch.load`` reads it.
+thread and is not timed (in training it overlaps the next epoch). ``torch.save`` overwrites one
+file (no fsync, not atomic) and ``torch.load`` reads it.
 """
 
 from __future__ import annotations
