@@ -38,6 +38,30 @@ def threads_per_rank(local_size: int, environ: MutableMapping[str, str] | None =
     return max(1, available_cores() // max(1, local_size))
 
 
+_USER_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def check_threads(threads: int | None) -> int | None:
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be an integer >= 1 or None, got {threads!r}")
+    return threads
+
+
+def resolve_threads(threads: int | None, local_size: int,
+                    environ: MutableMapping[str, str] | None = None) -> int | None:
+    """Intra-op threads an adapter's ``init`` sets for this rank, or None to leave the framework's.
+
+    An explicit ``threads`` wins, then ``HVDKIT_THREADS``; a user who exported
+    ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` keeps them; else cores / ranks on this host.
+    """
+    env = os.environ if environ is None else environ
+    if check_threads(threads) is not None:
+        return threads
+    if "HVDKIT_THREADS" not in env and any(v in env for v in _USER_THREAD_VARS):
+        return None
+    return threads_per_rank(local_size, env)
+
+
 def apply_runtime_defaults(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Set the tuned defaults that are not set yet (before ``hvd.init()``); return what was set.
 

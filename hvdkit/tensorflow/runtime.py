@@ -3,48 +3,30 @@
 from __future__ import annotations
 
 import logging
-import os
 
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from hvdkit.core.runtime_defaults import apply_runtime_defaults, threads_per_rank
+from hvdkit.core.runtime_defaults import apply_runtime_defaults, check_threads, resolve_threads
 
 log = logging.getLogger("hvdkit")
+rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.local_size
 
 
 def init(threads: int | None = None) -> None:
-    """Initialise Horovod (tuned defaults first) and set TF's thread pools per rank.
+    """Initialise Horovod (tuned defaults first) and set TF's thread pools per rank
+    (see :func:`hvdkit.core.runtime_defaults.resolve_threads`).
 
     Call it before TensorFlow runs any op: TF fixes its thread pools at the first one.
-    ``threads`` (or ``HVDKIT_THREADS``) wins; else threads = available cores / ranks
-    on this host, unless ``OMP_NUM_THREADS`` was set by the user.
     """
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads must be an integer >= 1 or None, got {threads!r}")
+    check_threads(threads)
     apply_runtime_defaults()
     hvd.init()
-    if threads is None and "HVDKIT_THREADS" not in os.environ and "OMP_NUM_THREADS" in os.environ:
+    n = resolve_threads(threads, hvd.local_size())
+    if n is None:
         return
-    n = threads if threads is not None else threads_per_rank(hvd.local_size())
     try:
         tf.config.threading.set_intra_op_parallelism_threads(n)
         tf.config.threading.set_inter_op_parallelism_threads(n)
     except RuntimeError:
         log.warning("TensorFlow already started: call hvdkit init() before any TF op to set %d threads per rank", n)
-
-
-def rank() -> int:
-    return hvd.rank()
-
-
-def size() -> int:
-    return hvd.size()
-
-
-def local_rank() -> int:
-    return hvd.local_rank()
-
-
-def local_size() -> int:
-    return hvd.local_size()

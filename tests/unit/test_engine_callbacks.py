@@ -108,3 +108,14 @@ def test_checkpoint_resume_restores_counters_callbacks_and_rescales_lr(tmp_path,
     assert [k for _, _, k, _ in lrs] == [6, 7, 8]
     assert all(v == pytest.approx(0.2) for *_, v in lrs)
     assert eng2.state.history["loss"] == [0.0, 1.0, 2.0]
+
+
+def test_threads_per_rank_resolution():
+    from hvdkit.core.runtime_defaults import resolve_threads
+
+    assert resolve_threads(3, 2, {}) == 3
+    assert resolve_threads(None, 2, {"HVDKIT_THREADS": "5", "OMP_NUM_THREADS": "1"}) == 5
+    assert resolve_threads(None, 2, {"OMP_NUM_THREADS": "4"}) is None  # the user's setting stays
+    assert resolve_threads(None, 1, {}) >= 1
+    with pytest.raises(ValueError, match="threads must be an integer >= 1 or None, got 0"):
+        resolve_threads(0, 1, {})
