@@ -58,6 +58,22 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _writer_alive(tmp_name: str) -> bool:
+    m = re.match(r"^\.ckpt-.*\.bin\.(\d+)\.|^\.ckpt-.*\.json\.(\d+)\.", tmp_name)
+    if not m:
+        return False
+    pid = int(m.group(1) or m.group(2))
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def checksum(data: bytes) -> str:
     return f"{CHECKSUM}:{xxhash.xxh3_128_hexdigest(data)}"
 
@@ -87,7 +103,7 @@ class _ChecksumWriter:
 def _atomic_write(path: Path, payload: Payload) -> tuple[int, str]:
     """Write ``payload`` (bytes, or a function that writes to a binary file) atomically;
     return its size and checksum."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb", buffering=1 << 20) as f:
             writer = _ChecksumWriter(f)
@@ -161,9 +177,11 @@ class CheckpointStore:
                     p.unlink()
                 except FileNotFoundError:
                     pass
-        # Leftovers of writers that died mid-write.
+        # Leftovers of writers that died mid-write: temporary names carry the writer's PID, and a
+        # file is removed only when that process is gone (never one another writer still writes).
         for tmp in self.directory.glob(".ckpt-*.tmp"):
-            tmp.unlink(missing_ok=True)
+            if not _writer_alive(tmp.name):
+                tmp.unlink(missing_ok=True)
 
     def read(self, manifest_path: Path) -> tuple[Manifest, bytes]:
         """Read and verify one checkpoint; raises ValueError naming the file if it is damaged."""

@@ -90,7 +90,8 @@ WRITER = textwrap.dedent("""
         sys.stdin.read()
     cs.os.fsync = fsync_then_block
     def partial(path, data):
-        fd, tmp = cs.tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = cs.tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                      dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data[: len(data) // 2]); f.flush(); cs.os.fsync(f.fileno())
     cs._atomic_write = partial
@@ -116,3 +117,17 @@ def test_writer_sigkilled_mid_write_leaves_previous_checkpoint_loadable(tmp_path
     save(store, 3)  # the next save cleans the dead writer's temporary file
     store.flush()
     assert not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
+
+
+def test_prune_removes_only_temporary_files_of_dead_writers(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True, timeout=30)
+    dead_pid = int(dead.stdout)
+    store = CheckpointStore(tmp_path, keep=3)
+    leftover = tmp_path / f".ckpt-000001-0000000010.bin.{dead_pid}.abc.tmp"
+    in_flight = tmp_path / f".ckpt-000002-0000000020.bin.{os.getpid()}.def.tmp"
+    leftover.write_bytes(b"x")
+    in_flight.write_bytes(b"y")
+    save(store, 1)
+    store.flush()
+    assert not leftover.exists() and in_flight.exists()

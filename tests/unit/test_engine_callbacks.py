@@ -119,3 +119,21 @@ def test_threads_per_rank_resolution():
     assert resolve_threads(None, 1, {}) >= 1
     with pytest.raises(ValueError, match="threads must be an integer >= 1 or None, got 0"):
         resolve_threads(0, 1, {})
+
+
+def test_progress_bar_on_rank_0_only(tmp_path):
+    import io
+
+    from hvdkit.callbacks import ProgressBar
+
+    out = io.StringIO()
+    run_epochs(Engine(LocalComm(), DictOps(), [ProgressBar(file=out, ascii=True)]), epochs=2, steps=3)
+    text = out.getvalue()
+    assert "epoch 1/2" in text and "epoch 2/2" in text and "3/3" in text and "loss=" in text
+
+    class Rank1(LocalComm):
+        rank = property(lambda self: 1)
+
+    quiet = io.StringIO()
+    run_epochs(Engine(Rank1(2), DictOps(), [ProgressBar(file=quiet)]), epochs=1, steps=2)
+    assert quiet.getvalue() == ""
