@@ -27,8 +27,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-import xxhash
-
 from hvdkit.core.validation import check_int
 
 log = logging.getLogger("hvdkit")
@@ -75,6 +73,8 @@ def _writer_alive(tmp_name: str) -> bool:
 
 
 def checksum(data: bytes) -> str:
+    import xxhash  # imported on use: `import hvdkit.core` (and `hvdkit doctor`) works without it
+
     return f"{CHECKSUM}:{xxhash.xxh3_128_hexdigest(data)}"
 
 
@@ -82,6 +82,8 @@ class _ChecksumWriter:
     """A binary file wrapper that checksums and counts what goes through ``write``."""
 
     def __init__(self, f: BinaryIO) -> None:
+        import xxhash
+
         self.f = f
         self.hasher = xxhash.xxh3_128()
         self.size = 0
