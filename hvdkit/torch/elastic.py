@@ -77,7 +77,7 @@ def fit_elastic(trainer: Trainer, train_data: Dataset, epochs: int, *, batch_siz
             if s.batch == 0:
                 engine.epoch_begin(s.epoch)
             trainer.model.train()
-            sums = torch.zeros(1 + len(trainer.metrics), dtype=torch.float64)
+            sums = trainer._zeros()
             seen = 0
             for batch in loader:
                 x, y = trainer._to(batch)
@@ -85,7 +85,7 @@ def fit_elastic(trainer: Trainer, train_data: Dataset, epochs: int, *, batch_siz
                 loss, out = trainer._step(x, y)
                 with torch.no_grad():
                     vals = [loss.detach()] + [fn(out, y) for fn in trainer.metrics.values()]
-                    sums += torch.stack([v.double().cpu() for v in vals]) * len(y)
+                    sums += torch.stack([v.to(sums.dtype) for v in vals]) * len(y)
                 seen += len(y)
                 engine.batch_end({"loss": loss.detach()})
                 progress.step_done()

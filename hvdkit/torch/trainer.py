@@ -119,7 +119,7 @@ class Trainer:
                 set_epoch(epoch)
             engine.epoch_begin(epoch)
             self.model.train()
-            sums = torch.zeros(1 + len(self.metrics), dtype=torch.float64)
+            sums = self._zeros()
             seen = 0
             for i, batch in enumerate(loader):
                 x, y = self._to(batch)
@@ -128,7 +128,7 @@ class Trainer:
                 n = len(y)
                 with torch.no_grad():
                     vals = [loss.detach()] + [fn(out, y) for fn in self.metrics.values()]
-                    sums += torch.stack([v.double().cpu() for v in vals]) * n
+                    sums += torch.stack([v.to(sums.dtype) for v in vals]) * n
                 seen += n
                 engine.batch_end({"loss": loss.detach()})
             means = (sums / max(seen, 1)).tolist()
@@ -140,6 +140,11 @@ class Trainer:
                 break
         engine.train_end()
         return History(history={k: list(v) for k, v in state.history.items()}, epochs_run=state.epoch - start)
+
+    def _zeros(self) -> torch.Tensor:
+        """Loss/metric sums kept on the model's device: read once per epoch, never synced per step."""
+        dtype = torch.float32 if self.device.type == "mps" else torch.float64
+        return torch.zeros(1 + len(self.metrics), dtype=dtype, device=self.device)
 
     def _step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         self.optimizer.zero_grad()  # Horovod's override takes no set_to_none
@@ -166,13 +171,13 @@ class Trainer:
             check_int("batch_size", batch_size, minimum=1)
             loader = DataLoader(data, batch_size=batch_size, sampler=EvalShardSampler(data))
         self.model.eval()
-        sums = torch.zeros(1 + len(self.metrics), dtype=torch.float64)
+        sums = self._zeros()
         count = 0
         for batch in loader:
             x, y = self._to(batch)
             out = self.model(x)
             vals = [self.loss_fn(out, y)] + [fn(out, y) for fn in self.metrics.values()]
-            sums += torch.stack([v.double().cpu() for v in vals]) * len(y)
+            sums += torch.stack([v.to(sums.dtype) for v in vals]) * len(y)
             count += len(y)
         keys = ["loss", *self.metrics]
         local = {f"sum_{k}": float(v) for k, v in zip(keys, sums.tolist())}

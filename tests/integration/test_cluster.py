@@ -51,7 +51,8 @@ def test_shell_scripts_pass_shellcheck():
 
 
 def test_no_private_key_or_secret_is_committed():
-    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True,
+                           timeout=60).stdout.split()
     for name in files:
         path = REPO / name
         if path.is_file() and path.stat().st_size < 2_000_000:
@@ -60,10 +61,10 @@ def test_no_private_key_or_secret_is_committed():
 
 
 def _leftovers(tag_prefix="hk"):
-    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
     ours = [line for line in ns.splitlines() if re.match(rf"{tag_prefix}\d+-", line)]
     dirs = list(Path("/run").glob("hvdkit-netns.*"))
-    sshd = subprocess.run(["pgrep", "-f", "hvdkit-netns"], capture_output=True, text=True).stdout.split()
+    sshd = subprocess.run(["pgrep", "-f", "hvdkit-netns"], capture_output=True, text=True, timeout=30).stdout.split()
     return ours, dirs, sshd
 
 

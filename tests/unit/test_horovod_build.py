@@ -61,7 +61,7 @@ def test_patches_apply_to_the_pinned_sdist(tmp_path):
         tar.extractall(tmp_path, filter="data")
     src = tmp_path / f"horovod-{hw.HOROVOD_VERSION}"
     for patch in sorted(hw.PATCH_DIR.glob("*.patch")):
-        subprocess.run(["git", "apply", str(patch)], cwd=src, check=True)
+        subprocess.run(["git", "apply", str(patch)], cwd=src, check=True, timeout=60)
     assert "set(CMAKE_CXX_STANDARD 17)" in (src / "CMakeLists.txt").read_text()
     assert "xla_mpi_ops.cc" not in (src / "horovod/tensorflow/CMakeLists.txt").read_text()
     torch_cmake = (src / "horovod/torch/CMakeLists.txt").read_text()
