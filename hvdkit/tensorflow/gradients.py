@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +39,9 @@ def allreduce_gradients(grads: Sequence[Any], *, op: str = "average", compressio
     """Allreduce every gradient (``None`` stays ``None``); raises a clear error under XLA."""
     check_choice("op", op, list(OPS))
     check_choice("compression", compression, list(COMPRESSION))
-    if hvd.size() == 1:
+    if hvd.size() == 1 and os.environ.get("HOROVOD_ELASTIC") != "1":
+        # Decided when the step is traced: under elastic training a worker that traced alone
+        # must still allreduce once others join (Horovod then averages by the size at run time).
         return list(grads)
     if in_xla_context():
         raise RuntimeError(_XLA_MESSAGE)
