@@ -2,6 +2,9 @@
 # The launcher: build known_hosts from the workers' registrations, then run
 #   horovodrun -np N -H addr1:1,...,addrN:1 $HVDKIT_TRAIN_COMMAND
 # over ssh with strict host-key checking, and exit with its status.
+# HVDKIT_MIN_NP=M runs it elastic instead: horovodrun -np N --min-np M --max-np N with a
+# discovery script that lists the registered workers (a worker whose registration is removed,
+# or whose host fails, leaves the job; the others roll back to their last commit and go on).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dir=${HVDKIT_CLUSTER_DIR:?HVDKIT_CLUSTER_DIR must name the shared cluster folder}
@@ -9,6 +12,9 @@ workers=${HVDKIT_WORKERS:?HVDKIT_WORKERS must give the number of workers}
 user=${HVDKIT_CLUSTER_USER:-trainer}
 iface=${HVDKIT_NETWORK_INTERFACE:-eth0}
 command=${HVDKIT_TRAIN_COMMAND:-python /opt/hvdkit/examples/pytorch_mnist.py}
+min_np=${HVDKIT_MIN_NP:-}
+# More horovodrun options, e.g. "--gloo-timeout-seconds 10 --prefix-output-with-timestamp".
+read -r -a extra <<< "${HVDKIT_HOROVODRUN_ARGS:-}"
 
 shopt -s nullglob
 regs=("$dir"/hosts/*)
@@ -28,11 +34,29 @@ Host *
   BatchMode yes
   PasswordAuthentication no
   ConnectTimeout 20
+  # A host that dies without closing its connections (power loss, cable, kernel panic) must end
+  # its ssh session, or Horovod's elastic driver never learns that the worker is gone.
+  ServerAliveInterval 5
+  ServerAliveCountMax 3
 CONF
 export HVDKIT_SSH_CONFIG="$dir/ssh/config"
 export PATH="$here/bin:$PATH"
 # Open MPI launches every remote daemon from here (no tree spawn: workers hold no client key).
 export OMPI_MCA_plm_rsh_no_tree_spawn=1
+if [ -n "$min_np" ]; then
+  discover="$dir/discover.sh"
+  cat > "$discover" <<SCRIPT
+#!/bin/sh
+# registered workers, one "address:slots" line each
+cat "$dir"/hosts/* 2>/dev/null | awk '{print \$1 ":1"}'
+SCRIPT
+  chmod 755 "$discover"
+  echo "launcher: horovodrun -np $workers --min-np $min_np --max-np $workers --host-discovery-script $discover" \
+    "--network-interface $iface $command"
+  # shellcheck disable=SC2086 # the training command is split into words on purpose
+  exec horovodrun -np "$workers" --min-np "$min_np" --max-np "$workers" --host-discovery-script "$discover" \
+    --network-interface "$iface" "${extra[@]}" $command
+fi
 echo "launcher: horovodrun -np $workers -H $hosts --network-interface $iface $command"
 # shellcheck disable=SC2086 # the training command is split into words on purpose
-horovodrun -np "$workers" -H "$hosts" --network-interface "$iface" $command
+horovodrun -np "$workers" -H "$hosts" --network-interface "$iface" "${extra[@]}" $command

@@ -8,6 +8,11 @@
 #   HVDKIT_WORKERS=3 HVDKIT_TRAIN_COMMAND="python examples/keras_mnist.py --epochs 2" docker/cluster/netns-cluster.sh
 #
 # Needs root, iproute2 and openssh-server; addresses come from 10.77.0.0/24 (HVDKIT_NETNS_SUBNET).
+#
+# Host loss (with HVDKIT_MIN_NP set, the launcher runs the job elastic): HVDKIT_LOSE_NODE=worker2
+# HVDKIT_LOSE_WHEN='epoch +2/' kills that node once the job's output matches the pattern: every
+# process in its namespace (sshd and the training worker) gets SIGKILL, its link goes down, and its
+# registration is removed, so discovery stops listing it.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -35,6 +40,7 @@ cleanup() {
     if [ -f "$pidfile" ]; then kill "$(cat "$pidfile")" 2>/dev/null || true; fi
     ip netns pids "$tag-$node" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "$tag-$node" 2>/dev/null || true
+    rm -rf "/etc/netns/$tag-$node"
   done
   ip link del "$bridge" 2>/dev/null || true
   rm -rf "$tmp"
@@ -55,6 +61,11 @@ for node in "${nodes[@]}"; do
   ip -n "$ns" addr add "$subnet.$idx/24" dev eth0
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
+  # Like a container, each node's own name resolves to its own address (ip netns exec bind-mounts
+  # /etc/netns/NAME/hosts over /etc/hosts); with the machine's hosts file every node's name would
+  # be 127.0.0.1, and elastic Horovod's Gloo peers then try to connect to 127.0.0.1 (seen here).
+  mkdir -p "/etc/netns/$ns"
+  printf '127.0.0.1 localhost\n%s %s\n' "$subnet.$idx" "$(hostname)" > "/etc/netns/$ns/hosts"
   idx=$((idx + 1))
 done
 
@@ -74,10 +85,33 @@ done
 export HVDKIT_THREADS=${HVDKIT_THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))}
 cd "$repo"
 start=$(date +%s)
+run_launcher() {
+  HVDKIT_WORKERS="$workers" HVDKIT_TRAIN_COMMAND="$command" PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" \
+    ip netns exec "$tag-launcher" "$here/launcher-entrypoint.sh"
+}
+lose_node() {  # $1: node name; the whole "host" goes away at once
+  local ns="$tag-$1"
+  echo "netns-cluster: losing $1 at $(date +%s.%N)"
+  rm -f "$cluster/hosts/$1"
+  ip -n "$ns" link set eth0 down
+  ip netns pids "$ns" | xargs -r kill -9
+}
 set +e
-HVDKIT_WORKERS="$workers" HVDKIT_TRAIN_COMMAND="$command" PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" \
-  ip netns exec "$tag-launcher" "$here/launcher-entrypoint.sh"
-rc=$?
+if [ -n "${HVDKIT_LOSE_NODE:-}" ]; then
+  log="$tmp/launcher.log"
+  : > "$log"
+  PYTHONUNBUFFERED=1 run_launcher > >(tee "$log") 2>&1 &
+  launcher=$!
+  # Follow the job's output until the pattern shows up (or the job ends), then lose the node.
+  if grep -q -m1 -E "${HVDKIT_LOSE_WHEN:?set HVDKIT_LOSE_WHEN}" < <(tail -n +1 -f --pid="$launcher" "$log"); then
+    lose_node "$HVDKIT_LOSE_NODE"
+  fi
+  wait "$launcher"
+  rc=$?
+else
+  run_launcher
+  rc=$?
+fi
 set -e
 echo "netns-cluster: launcher exited $rc after $(( $(date +%s) - start )) s"
 exit "$rc"

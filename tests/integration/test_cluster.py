@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,7 @@ def test_no_private_key_or_secret_is_committed():
 def _leftovers(tag_prefix="hk"):
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
     ours = [line for line in ns.splitlines() if re.match(rf"{tag_prefix}\d+-", line)]
-    dirs = list(Path("/run").glob("hvdkit-netns.*"))
+    dirs = [*Path("/run").glob("hvdkit-netns.*"), *Path("/etc/netns").glob(f"{tag_prefix}[0-9]*")]
     sshd = subprocess.run(["pgrep", "-f", "hvdkit-netns"], capture_output=True, text=True, timeout=30).stdout.split()
     return ours, dirs, sshd
 
@@ -101,4 +102,35 @@ def test_netns_cluster_failure_still_cleans_up():
                           timeout=180, env=env)
     assert proc.returncode != 0
     assert "launcher exited" in proc.stdout
+    assert _leftovers() == ([], [], [])
+
+
+@requires_horovod
+@pytest.mark.horovod
+@pytest.mark.timeout(400)
+def test_netns_cluster_elastic_job_survives_losing_a_host():
+    """A real host loss: the namespace of worker2 loses its link and every process (sshd, the
+    training worker) mid-training, without closing any connection. The survivor notices when
+    Gloo's timeout expires, the driver when ssh's keep-alive gives up; the job goes on with 1 worker."""
+    _netns_ready()
+    env = {**os.environ, "HVDKIT_MIN_NP": "1", "HVDKIT_LOSE_NODE": "worker2", "HVDKIT_LOSE_WHEN": r"epoch +3/",
+           "HVDKIT_HOROVODRUN_ARGS": "--prefix-output-with-timestamp --gloo-timeout-seconds 10",
+           "HOROVOD_ELASTIC_TIMEOUT": "60",
+           "HVDKIT_TRAIN_COMMAND": f"python {REPO}/examples/pytorch_elastic.py --epochs 8"}
+    proc = subprocess.run(["bash", str(REPO / "docker/cluster/netns-cluster.sh")], capture_output=True, text=True,
+                          timeout=380, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-5000:]
+    assert "--min-np 1 --max-np 2 --host-discovery-script" in out
+    lost = re.search(r"losing worker2 at ([0-9.]+)", out)
+    assert lost, out[-3000:]
+    assert "elastic reset #1: 1 worker(s) now" in out, out[-3000:]
+    # Training went on after the loss: epochs 4..8 were trained by the survivor alone.
+    after = out[lost.end():]
+    assert re.search(r"epoch +8/8", after) and re.search(r"final validation accuracy: 0\.9\d+ after 1 reset", after)
+    # Recovery (host lost -> reset done), from horovodrun's per-line timestamps (1 s resolution).
+    stamp = re.search(r"(\w{3} \w{3} +\d+ [\d:]{8} \d{4})\[\d\]<stderr>:elastic reset #1", out)
+    assert stamp, out[-3000:]
+    recovered = time.mktime(time.strptime(stamp.group(1), "%a %b %d %H:%M:%S %Y"))
+    print(f"host loss -> elastic reset done: {recovered - float(lost.group(1)):.0f} s (+-1 s; Gloo timeout 10 s)")
     assert _leftovers() == ([], [], [])
