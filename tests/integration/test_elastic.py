@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 
 import pytest
@@ -21,15 +22,18 @@ N, BATCH, COMMIT = 96, 4, 5
 FRAMEWORKS = pytest.mark.parametrize("worker", ["torch_elastic.py", "keras_elastic.py"], ids=["torch", "keras"])
 
 
-def elastic_run(tmp_path, worker, *args, timeout=300):
+def elastic_run(tmp_path, worker, *args, timeout=300, min_np=1, elastic_timeout=60, expect_ok=True):
     results = tmp_path / "results"
     results.mkdir(parents=True, exist_ok=True)
     hosts_file, script = write_discovery(tmp_path / "disc")
-    cmd = command(2, 1, script, [sys.executable, str(WORKERS / worker), "--results", str(results),
+    cmd = command(2, min_np, script, [sys.executable, str(WORKERS / worker), "--results", str(results),
                                  "--hosts-file", str(hosts_file), "--batch", str(BATCH), "--samples", str(N),
                                  "--commit-every", str(COMMIT), *args])
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HOROVOD_ELASTIC_TIMEOUT": "60", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HOROVOD_ELASTIC_TIMEOUT": str(elastic_timeout),
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, start_new_session=True)
+    if not expect_ok:
+        return None, [], proc
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     steps = []
     for f in sorted(results.glob("steps-*.jsonl")):
@@ -92,3 +96,23 @@ def test_whole_job_killed_and_restarted_resumes_from_checkpoint(tmp_path, worker
     second, steps, _ = elastic_run(tmp_path / "b", worker, "--epochs", "4", "--checkpoint-dir", str(ckpt))
     assert second["resumed_from"] == 2 and second["final_epoch"] == 4 and second["epochs_run"] == 2
     assert min(s["epoch"] for s in steps) == 2
+
+
+def test_graceful_removal_below_min_np_ends_the_job_and_a_restart_resumes(tmp_path):
+    """horovod#3494: survivors below --min-np after a graceful removal deadlocked. With Horovod 0.28.1
+    and HOROVOD_ELASTIC_TIMEOUT set, the driver gives up after that timeout and the job exits non-zero
+    with a message naming the missing workers; the epoch checkpoints written so far resume the job."""
+    ckpt = tmp_path / "ckpt"
+    t0 = time.monotonic()
+    _, _, proc = elastic_run(tmp_path / "a", "torch_elastic.py", "--epochs", "6", "--remove-at-step", "30",
+                             "--checkpoint-dir", str(ckpt), min_np=2, elastic_timeout=15, expect_ok=False)
+    took = time.monotonic() - t0
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "enough resources to run at least 2 Horovod processes" in out, out[-3000:]
+    print(f"removal below --min-np: the job ended after {took:.1f} s (HOROVOD_ELASTIC_TIMEOUT=15)")
+    assert took < 15 + 90  # ended, not hung
+    second, steps, _ = elastic_run(tmp_path / "b", "torch_elastic.py", "--epochs", "6", "--checkpoint-dir", str(ckpt))
+    # Step 30 is in epoch 2 (12 steps an epoch); the removal lands at a later commit, ~1 s on.
+    assert 2 <= second["resumed_from"] < 6 and second["final_epoch"] == 6
+    assert min(s["epoch"] for s in steps) == second["resumed_from"]
