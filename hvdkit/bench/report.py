@@ -50,6 +50,13 @@ def print_tables(results: dict[str, Any]) -> None:
             for name, r in suites[key]["runs"].items():
                 t.add_row(name, f"{r['samples_per_s']:.0f}", f"{r['ms_per_step']:.1f}")
             con.print(t)
+    if "paired" in suites.get("throughput", {}):
+        t = Table(title="Adapter overhead, paired epochs in one job (hvdkit Trainer vs raw Horovod loop)")
+        for c in ("model", "hvdkit ms/step", "raw ms/step", "us/step", "ratio median", "ratio IQR"):
+            t.add_column(c, justify="right" if c != "model" else "left")
+        for name, r in suites["throughput"]["paired"].items():
+            t.add_row(*_paired_row(name, r))
+        con.print(t)
     if "checkpoint" in suites:
         r = suites["checkpoint"]["result"]
         t = Table(title=f"Checkpoint, {r['model_mb']:.0f} MB model (MB/s)")
@@ -108,6 +115,12 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
     return made
 
 
+def _paired_row(name: str, r: dict[str, Any]) -> list[str]:
+    ms, q = r["ms_per_step"], r["ratio_quartiles"]
+    return [name, f"{ms['hvdkit']:.3f}", f"{ms['horovod']:.3f}", f"{r['overhead_us_per_step']:+.0f}",
+            f"{r['ratio_median']:.3f}", f"{q[0]:.3f}-{q[1]:.3f}"]
+
+
 def markdown(results: dict[str, Any], plots: list[Path]) -> str:
     lines = [f"Measured {results['date']} on {results['machine']}.", "", f"Command: `{results['command']}`", ""]
     lines += ["| target | measured | verdict |", "| --- | --- | --- |"]
@@ -129,6 +142,12 @@ def markdown(results: dict[str, Any], plots: list[Path]) -> str:
             lines += ["", f"Training throughput ({key}):", "", "| run | samples/s | ms/step |", "| --- | --- | --- |"]
             for n, r in suites[key]["runs"].items():
                 lines.append(f"| {n} | {r['samples_per_s']:.0f} | {r['ms_per_step']:.1f} |")
+    if "paired" in suites.get("throughput", {}):
+        lines += ["", "Adapter overhead, paired epochs in one job (hvdkit Trainer vs raw Horovod loop):", "",
+                  "| model | hvdkit ms/step | raw ms/step | us/step | ratio median | ratio IQR |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for name, r in suites["throughput"]["paired"].items():
+            lines.append("| " + " | ".join(_paired_row(name, r)) + " |")
     if "checkpoint" in suites:
         r = suites["checkpoint"]["result"]
         m = r["mb_per_s"]

@@ -10,6 +10,7 @@ from hvdkit.bench.launch import run_worker
 AR = "hvdkit.bench.workers.allreduce"
 TT = "hvdkit.bench.workers.train_torch"
 TK = "hvdkit.bench.workers.train_keras"
+AO = "hvdkit.bench.workers.adapter_overhead"
 
 
 def allreduce(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
@@ -50,14 +51,27 @@ def throughput(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
         res[name] = run_worker(launcher, np, TT, [*a, *steps], tuned=tuned, extra_env=env)
     sps = {k: v["samples_per_s"] for k, v in res.items()}
     ms = {k: v["ms_per_step"] for k, v in res.items()}
-    return {"runs": res, "targets": [
+    # Adapter overhead needs both in the same processes: separate jobs differ by more than 2 % by
+    # themselves on this machine (docs/benchmarks.md, "timing modes").
+    log("throughput: adapter overhead, paired in one job (compute-bound model)")
+    paired = run_worker("horovodrun", 2, AO, ["--rounds", "6" if quick else "16"], tuned=True)
+    log("throughput: adapter overhead per step, paired, tiny model, 1 process")
+    tiny = run_worker("horovodrun", 1, AO, ["--rounds", "6" if quick else "20", "--inputs", "8", "--hidden", "8",
+                                            "--batch", "8", "--steps", "200"], tuned=True)
+    pairs = {"compute-bound model, 2 procs": paired, "tiny model, 1 proc": tiny}
+    return {"runs": res, "paired": pairs, "targets": [
         {"target": "scaling efficiency 1 -> 2 processes, one core per worker (>= 0.90)",
          "measured": sps["hvdkit 2 procs"] / (2 * sps["hvdkit 1 proc x 1 thread"]), "goal": 0.90},
         {"target": "hvdkit (torch) 2 procs vs PyTorch DDP, samples/s (>= 1.0)",
          "measured": sps["hvdkit 2 procs"] / sps["PyTorch DDP (gloo) 2 procs"], "goal": 1.0},
-        {"target": "adapter overhead: hvdkit Trainer vs raw Horovod loop, same runtime settings, ms/step (<= 1.02)",
-         "measured": ms["hvdkit 2 procs"] / ms["horovod loop 2 procs (hvdkit's runtime settings)"], "goal": 1.02,
-         "lower_is_better": True},
+        {"target": "adapter overhead: hvdkit Trainer vs raw Horovod loop, paired epochs in one 2-process job, "
+                   "median per-round ms ratio (<= 1.02)",
+         "measured": paired["ratio_median"], "goal": 1.02, "lower_is_better": True},
+        {"target": "adapter overhead, separate jobs (hvdkit 2 procs vs raw loop with hvdkit's runtime settings; "
+                   "sensitive to the machine's timing modes), ms/step (reported)",
+         "measured": ms["hvdkit 2 procs"] / ms["horovod loop 2 procs (hvdkit's runtime settings)"], "goal": None},
+        {"target": "adapter overhead per step in microseconds, tiny model, 1 process, paired (reported)",
+         "measured": tiny["overhead_us_per_step"], "goal": None},
         {"target": "hvdkit 2 procs vs raw Horovod with its defaults, samples/s (>= 1.0)",
          "measured": sps["hvdkit 2 procs"] / sps["horovod loop 2 procs (Horovod defaults)"], "goal": 1.0},
     ]}

@@ -77,23 +77,18 @@ def fit_elastic(trainer: Trainer, train_data: Dataset, epochs: int, *, batch_siz
             if s.batch == 0:
                 engine.epoch_begin(s.epoch)
             trainer.model.train()
-            sums = trainer._zeros()
-            seen = 0
+            acc = trainer._means()
             for batch in loader:
                 x, y = trainer._to(batch)
                 engine.batch_begin(s.batch)
                 loss, out = trainer._step(x, y)
-                with torch.no_grad():
-                    vals = [loss.detach()] + [fn(out, y) for fn in trainer.metrics.values()]
-                    sums += torch.stack([v.to(sums.dtype) for v in vals]) * len(y)
-                seen += len(y)
+                trainer._record(acc, loss, out, y)
                 engine.batch_end({"loss": loss.detach()})
                 progress.step_done()
                 sampler.record_batch(s.batch, batch_size)
                 if progress.should_commit():
                     state.commit()
-            means = (sums / max(seen, 1)).tolist()
-            engine.epoch_end(dict(zip(["loss", *trainer.metrics], means)))
+            engine.epoch_end(acc.means())
             sampler.set_epoch(s.epoch)
             state.commit()
             if s.stop_training:

@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader, Dataset
 from hvdkit.core.callback import Callback
 from hvdkit.core.engine import Engine
 from hvdkit.core.validation import check_int
+from hvdkit.torch.batch_means import BatchMeans
 from hvdkit.torch.comm import HorovodComm
 from hvdkit.torch.data import EvalShardSampler, shard
 from hvdkit.torch.distribute import distribute, is_distributed
@@ -119,20 +120,14 @@ class Trainer:
                 set_epoch(epoch)
             engine.epoch_begin(epoch)
             self.model.train()
-            sums = self._zeros()
-            seen = 0
+            acc = self._means()
             for i, batch in enumerate(loader):
                 x, y = self._to(batch)
                 engine.batch_begin(i)
                 loss, out = self._step(x, y)
-                n = len(y)
-                with torch.no_grad():
-                    vals = [loss.detach()] + [fn(out, y) for fn in self.metrics.values()]
-                    sums += torch.stack([v.to(sums.dtype) for v in vals]) * n
-                seen += n
+                self._record(acc, loss, out, y)
                 engine.batch_end({"loss": loss.detach()})
-            means = (sums / max(seen, 1)).tolist()
-            logs = dict(zip(["loss", *self.metrics], means))
+            logs = acc.means()
             if val_data is not None:
                 logs.update({f"val_{k}": v for k, v in self.evaluate(val_data, batch_size=batch_size).items()})
             engine.epoch_end(logs)
@@ -141,10 +136,16 @@ class Trainer:
         engine.train_end()
         return History(history={k: list(v) for k, v in state.history.items()}, epochs_run=state.epoch - start)
 
-    def _zeros(self) -> torch.Tensor:
-        """Loss/metric sums kept on the model's device: read once per epoch, never synced per step."""
-        dtype = torch.float32 if self.device.type == "mps" else torch.float64
-        return torch.zeros(1 + len(self.metrics), dtype=dtype, device=self.device)
+    def _means(self) -> BatchMeans:
+        """Loss/metric values kept on the model's device: read once per epoch, never synced per step."""
+        return BatchMeans(["loss", *self.metrics], self.device)
+
+    def _record(self, acc: BatchMeans, loss: torch.Tensor, out: torch.Tensor, y: torch.Tensor) -> None:
+        if not self.metrics:  # no grad-mode switch needed (measured: most of this call's cost)
+            acc.add([loss.detach()], len(y))
+            return
+        with torch.no_grad():
+            acc.add([loss.detach()] + [fn(out, y) for fn in self.metrics.values()], len(y))
 
     def _step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         self.optimizer.zero_grad()  # Horovod's override takes no set_to_none
@@ -171,17 +172,14 @@ class Trainer:
             check_int("batch_size", batch_size, minimum=1)
             loader = DataLoader(data, batch_size=batch_size, sampler=EvalShardSampler(data))
         self.model.eval()
-        sums = self._zeros()
-        count = 0
+        acc = self._means()
         for batch in loader:
             x, y = self._to(batch)
             out = self.model(x)
-            vals = [self.loss_fn(out, y)] + [fn(out, y) for fn in self.metrics.values()]
-            sums += torch.stack([v.to(sums.dtype) for v in vals]) * len(y)
-            count += len(y)
-        keys = ["loss", *self.metrics]
-        local = {f"sum_{k}": float(v) for k, v in zip(keys, sums.tolist())}
-        local["count"] = float(count)
+            acc.add([self.loss_fn(out, y)] + [fn(out, y) for fn in self.metrics.values()], len(y))
+        keys = acc.names
+        local = {f"sum_{k}": v for k, v in zip(keys, acc.sums())}
+        local["count"] = float(acc.count)
         # mean over ranks of sums == global sum / size, for every entry alike: the ratio is exact.
         glob = self.comm.allreduce_mean(local)
         total = glob["count"]

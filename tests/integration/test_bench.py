@@ -35,3 +35,17 @@ def test_bench_rejects_unknown_suites(tmp_path):
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert proc.returncode == 2
     assert "suites must be among allreduce, throughput, keras, checkpoint or all, got nccl" in proc.stderr
+
+
+@pytest.mark.timeout(300)
+def test_adapter_overhead_worker_pairs_both_loops_in_one_job(tmp_path):
+    from hvdkit.bench.launch import run_worker
+
+    r = run_worker("horovodrun", 2, "hvdkit.bench.workers.adapter_overhead",
+                   ["--rounds", "3", "--steps", "4", "--inputs", "16", "--hidden", "16", "--batch", "8"],
+                   tuned=True, timeout=280)
+    assert r["size"] == 2 and r["steps"] == 4
+    assert len(r["epoch_times"]["hvdkit"]) == len(r["epoch_times"]["horovod"]) == 3  # one epoch each per round
+    assert len(r["ratios"]) == 2 and all(x > 0 for x in r["ratios"])
+    q1, q3 = r["ratio_quartiles"]
+    assert q1 <= r["ratio_median"] <= q3

@@ -7,7 +7,8 @@
 hvdkit: ``hvdkit.torch.init`` + ``Trainer.fit``. horovod: a hand-written loop on raw Horovod
 (``hvd.init``, ``DistributedOptimizer``, broadcast) with Horovod's defaults. ddp:
 ``DistributedDataParallel`` (gloo). All use the same MLP, batch per rank, DataLoader over an
-in-memory dataset with a DistributedSampler, and intra-op threads = cores / ranks.
+in-memory dataset with a DistributedSampler, and the same intra-op threads (cores / ranks, or
+``HVDKIT_THREADS``).
 Per-epoch wall times after the first (warm-up) epoch; reports the median.
 """
 
@@ -23,6 +24,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from hvdkit.bench.workers.common import median, write_result
+from hvdkit.core.runtime_defaults import threads_per_rank
 
 
 def build(inputs: int, hidden: int) -> nn.Module:
@@ -42,7 +44,6 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=4, help="the first is not timed")
     args = p.parse_args()
 
-    cores = len(os.sched_getaffinity(0))
     if args.impl == "hvdkit":
         import hvdkit.torch as hk
 
@@ -53,13 +54,13 @@ def main() -> None:
 
         hvd.init()
         rank, size = hvd.rank(), hvd.size()
-        torch.set_num_threads(max(1, cores // hvd.local_size()))
+        torch.set_num_threads(threads_per_rank(hvd.local_size()))
     else:
         import torch.distributed as dist
 
         dist.init_process_group("gloo")
         rank, size = dist.get_rank(), dist.get_world_size()
-        torch.set_num_threads(max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", size))))
+        torch.set_num_threads(threads_per_rank(int(os.environ.get("LOCAL_WORLD_SIZE", size))))
 
     g = torch.Generator().manual_seed(1)
     n = args.batch * args.steps * size

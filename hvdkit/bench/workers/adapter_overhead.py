@@ -1,0 +1,101 @@
+"""Adapter overhead, paired in one process: hvdkit's ``Trainer`` vs a hand-written raw-Horovod loop.
+
+    horovodrun -np 2 -H localhost:2 python -m hvdkit.bench.workers.adapter_overhead --results r.json
+
+Timing two separate jobs cannot resolve a 2 % difference on this kind of machine: whole jobs
+run in a fast or a slow mode (docs/benchmarks.md, "timing modes"), raw Horovod included. So
+both run in the same processes, on two copies of the same model with the same data, loader,
+threads and runtime settings, alternating epoch by epoch (ABBA order, so a drift cancels).
+Reported: ms/step medians of each and the median of the per-round ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import horovod.torch as hvd
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+import hvdkit.torch as hk
+from hvdkit.bench.workers.common import median, write_result
+from hvdkit.bench.workers.train_torch import build
+from hvdkit.core import Callback
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--results", required=True)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--inputs", type=int, default=512)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--steps", type=int, default=20, help="per epoch")
+    p.add_argument("--rounds", type=int, default=8, help="epochs of each; the first round is not timed")
+    args = p.parse_args()
+
+    hk.init()
+    rank, size = hk.rank(), hk.size()
+    g = torch.Generator().manual_seed(1)
+    n = args.batch * args.steps * size
+    data = TensorDataset(torch.randn(n, args.inputs, generator=g), torch.randint(0, 10, (n,), generator=g))
+    loss_fn = nn.CrossEntropyLoss()
+
+    # A: hvdkit's Trainer (its distribute() wraps the optimizer; sums stay on the device).
+    times: dict[str, list[float]] = {"hvdkit": [], "horovod": []}
+
+    class Timer(Callback):
+        def on_epoch_begin(self, state):
+            self.t0 = time.perf_counter()
+
+        def on_epoch_end(self, state):
+            times["hvdkit"].append(time.perf_counter() - self.t0)
+
+    model_a = build(args.inputs, args.hidden)
+    trainer = hk.Trainer(model_a, torch.optim.SGD(model_a.parameters(), lr=0.01 * size), loss_fn,
+                         callbacks=[Timer()])
+
+    # B: the loop a user writes on raw Horovod.
+    model_b = build(args.inputs, args.hidden)
+    opt_b = torch.optim.SGD(model_b.parameters(), lr=0.01 * size)
+    hvd.broadcast_parameters(model_b.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt_b, root_rank=0)
+    opt_b = hvd.DistributedOptimizer(opt_b, named_parameters=[(f"raw.{k}", v) for k, v in model_b.named_parameters()])
+    sampler: DistributedSampler = DistributedSampler(data, num_replicas=size, rank=rank, shuffle=True, seed=0)
+    loader = DataLoader(data, batch_size=args.batch, sampler=sampler)
+
+    def raw_epoch(epoch: int) -> None:
+        sampler.set_epoch(epoch)
+        t0 = time.perf_counter()
+        for x, y in loader:
+            opt_b.zero_grad()
+            loss = loss_fn(model_b(x), y)
+            loss.backward()
+            opt_b.step()
+        loss.item()
+        times["horovod"].append(time.perf_counter() - t0)
+
+    def hvdkit_epoch(epoch: int) -> None:
+        trainer.fit(data, epochs=epoch + 1, batch_size=args.batch, seed=0)
+
+    for r in range(args.rounds):
+        order = (hvdkit_epoch, raw_epoch) if r % 2 == 0 else (raw_epoch, hvdkit_epoch)
+        for fn in order:
+            fn(r)
+
+    a, b = times["hvdkit"][1:], times["horovod"][1:]
+    ratios = [x / y for x, y in zip(a, b)]
+    q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
+    if rank == 0:
+        write_result(args.results, {
+            "size": size, "threads": torch.get_num_threads(), "batch_per_rank": args.batch, "steps": args.steps,
+            "ms_per_step": {"hvdkit": median(a) / args.steps * 1000, "horovod": median(b) / args.steps * 1000},
+            "overhead_us_per_step": (median(a) - median(b)) / args.steps * 1e6,
+            "ratio_median": median(ratios), "ratio_quartiles": [q[0], q[2]], "ratios": ratios, "epoch_times": times})
+
+
+if __name__ == "__main__":
+    main()
