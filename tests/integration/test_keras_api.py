@@ -107,3 +107,25 @@ def test_resume_epoch_without_fit_initial_epoch_is_a_clear_error(hk, tmp_path):
     assert ckpt.resume_epoch(m2) == 2
     with pytest.raises(ValueError, match=r"pass initial_epoch=checkpoint.resume_epoch\(model\)"):
         m2.fit(x, y, epochs=3, batch_size=4, verbose=0, callbacks=[ckpt])
+
+
+def test_fit_elastic_rejects_bad_input_before_any_collective(hk):
+    import keras
+
+    x, y = np.zeros((10, 4), np.float32), np.zeros((10,), np.int64)
+    plain = small_model(keras)
+    plain.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    with pytest.raises(ValueError, match=r"DistributedOptimizer.*got optimizer SGD"):
+        hk.fit_elastic(plain, x, y, epochs=1, batch_size=2)
+    model = small_model(keras)
+    model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    with pytest.raises(ValueError, match="x and y must hold the same number of samples, got 10 and 9"):
+        hk.fit_elastic(model, x, y[:9], epochs=1, batch_size=2)
+    with pytest.raises(ValueError, match="batch_size"):
+        hk.fit_elastic(model, x, y, epochs=1, batch_size=0)
+    with pytest.raises(TypeError, match="arrays"):
+        hk.fit_elastic(model, 3, y, epochs=1, batch_size=2)
+    unbuilt = keras.Sequential([keras.layers.Dense(3)])
+    unbuilt.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    with pytest.raises(ValueError, match="must be built"):
+        hk.fit_elastic(unbuilt, x, y, epochs=1, batch_size=2)
