@@ -23,7 +23,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 import hvdkit.torch as hk
 from hvdkit.bench.workers.common import median, write_result
-from hvdkit.bench.workers.train_torch import build
+from hvdkit.bench.workers.train_torch import build, plain_epoch
 from hvdkit.core import Callback
 
 
@@ -68,15 +68,7 @@ def main() -> None:
     loader = DataLoader(data, batch_size=args.batch, sampler=sampler)
 
     def raw_epoch(epoch: int) -> None:
-        sampler.set_epoch(epoch)
-        t0 = time.perf_counter()
-        for x, y in loader:
-            opt_b.zero_grad()
-            loss = loss_fn(model_b(x), y)
-            loss.backward()
-            opt_b.step()
-        loss.item()
-        times["horovod"].append(time.perf_counter() - t0)
+        times["horovod"].append(plain_epoch(model_b, opt_b, loss_fn, loader, sampler, epoch))
 
     def hvdkit_epoch(epoch: int) -> None:
         trainer.fit(data, epochs=epoch + 1, batch_size=args.batch, seed=0)
