@@ -92,6 +92,13 @@ def main() -> None:
         del buf
     if rank == 0:
         write_result(args.results, {"impl": args.impl, "size": size, "rows": rows})
+    if args.impl == "torch_gloo":
+        # Without this, a rank could exit while its peer's Gloo threads still ran; seen once in CI as
+        # "terminate called without an active exception" (SIGABRT) at exit.
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

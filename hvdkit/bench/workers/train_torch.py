@@ -117,6 +117,11 @@ def main() -> None:
             "impl": args.impl, "size": size, "threads": torch.get_num_threads(), "batch_per_rank": args.batch,
             "ms_per_step": t / args.steps * 1000, "samples_per_s": args.batch * args.steps * size / t,
             "epoch_times": epoch_times})
+    if args.impl == "ddp":  # leave the process group before exit (see allreduce.py)
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
