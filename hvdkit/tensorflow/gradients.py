@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
+from hvdkit.core.runtime_defaults import under_elastic_driver
 from hvdkit.core.validation import check_choice
 
 COMPRESSION = {"none": hvd.Compression.none, "fp16": hvd.Compression.fp16}
@@ -39,7 +39,7 @@ def allreduce_gradients(grads: Sequence[Any], *, op: str = "average", compressio
     """Allreduce every gradient (``None`` stays ``None``); raises a clear error under XLA."""
     check_choice("op", op, list(OPS))
     check_choice("compression", compression, list(COMPRESSION))
-    if hvd.size() == 1 and os.environ.get("HOROVOD_ELASTIC") != "1":
+    if hvd.size() == 1 and not under_elastic_driver():
         # Decided when the step is traced: under elastic training a worker that traced alone
         # must still allreduce once others join (Horovod then averages by the size at run time).
         return list(grads)

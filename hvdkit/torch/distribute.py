@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import horovod.torch as hvd
 import torch
 
+from hvdkit.core.runtime_defaults import under_elastic_driver
 from hvdkit.core.validation import check_choice, check_int
 
 _COMPRESSION = {"none": hvd.Compression.none, "fp16": hvd.Compression.fp16}
@@ -33,7 +32,7 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
     check_choice("compression", compression, list(_COMPRESSION))
     check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)
     check_choice("op", op, list(_OPS))
-    if os.environ.get("HOROVOD_ELASTIC") != "1":
+    if not under_elastic_driver():
         # Under the elastic driver the elastic state's first sync broadcasts instead: a worker
         # that joins later would otherwise wait here in a broadcast no one else is in (horovod#2652).
         hvd.broadcast_parameters(model.state_dict(), root_rank=root_rank)

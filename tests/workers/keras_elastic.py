@@ -18,7 +18,12 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from hvdkit.core import Callback  # noqa: E402
-from hvdkit.keras.callbacks import Checkpoint, LearningRateWarmup, MetricAverage  # noqa: E402
+from hvdkit.keras.callbacks import (  # noqa: E402
+    BroadcastInitialState,
+    Checkpoint,
+    LearningRateWarmup,
+    MetricAverage,
+)
 from hvdkit.keras.callbacks.bridge import EngineBridge  # noqa: E402
 
 LAST: list = [[]]
@@ -63,7 +68,8 @@ class ResetProbe(Callback):
         protocol.reset(state)
 
 
-cbs = [Probe(), EngineBridge(ResetProbe()), MetricAverage()]
+# BroadcastInitialState too: under fit_elastic it must not broadcast (a joiner would hang, horovod#2652).
+cbs = [Probe(), EngineBridge(ResetProbe()), MetricAverage(), BroadcastInitialState()]
 if args.warmup_epochs:
     cbs.append(LearningRateWarmup(warmup_epochs=args.warmup_epochs))
 ckpt = Checkpoint(args.checkpoint_dir) if args.checkpoint_dir else None

@@ -18,6 +18,10 @@ class _BroadcastCore(Callback):
         self.root_rank = root_rank
 
     def on_train_begin(self, state: TrainState) -> None:
+        if state.extra.get("elastic"):
+            # fit_elastic's first sync broadcasts everything; a collective here would make a worker
+            # that joins later wait in a broadcast no one else is in (horovod#2652).
+            return
         ops = cast(KerasOps, state.ops)
         ops.ensure_built()  # create optimizer slots now, not after the first step
         broadcast_variables(list(ops.model.variables) + list(ops.optimizer.variables), root_rank=self.root_rank)
