@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from hvdkit.core.runtime_defaults import (
+from hvdkit.runtime.tuning import (
     RUNTIME_DEFAULTS,
     available_cores,
     local_size_from_env,

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from hvdkit.core.runtime_defaults import RUNTIME_DEFAULTS
+from hvdkit.runtime.tuning import RUNTIME_DEFAULTS
 
 TIMEOUT = 900
 

@@ -6,7 +6,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from hvdkit.core.runtime_defaults import available_cores
+from hvdkit.runtime.tuning import available_cores
 
 
 def _verdict(t: dict[str, Any]) -> str:

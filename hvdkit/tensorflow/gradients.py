@@ -8,8 +8,8 @@ from typing import Any
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from hvdkit.core.runtime_defaults import under_elastic_driver
 from hvdkit.core.validation import check_choice
+from hvdkit.runtime.tuning import under_elastic_driver
 
 COMPRESSION = {"none": hvd.Compression.none, "fp16": hvd.Compression.fp16}
 OPS = {"average": hvd.Average, "sum": hvd.Sum, "adasum": hvd.Adasum}

@@ -7,7 +7,7 @@ import logging
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from hvdkit.core.runtime_defaults import apply_runtime_defaults, check_threads, resolve_threads
+from hvdkit.runtime.tuning import apply_runtime_defaults, check_threads, resolve_threads
 
 log = logging.getLogger("hvdkit")
 rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.local_size
@@ -15,7 +15,7 @@ rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.loc
 
 def init(threads: int | None = None) -> None:
     """Initialise Horovod (tuned defaults first) and set TF's thread pools per rank
-    (see :func:`hvdkit.core.runtime_defaults.resolve_threads`).
+    (see :func:`hvdkit.runtime.tuning.resolve_threads`).
 
     Call it before TensorFlow runs any op: TF fixes its thread pools at the first one.
     """

@@ -5,8 +5,8 @@ from __future__ import annotations
 import horovod.torch as hvd
 import torch
 
-from hvdkit.core.runtime_defaults import under_elastic_driver
 from hvdkit.core.validation import check_choice, check_int
+from hvdkit.runtime.tuning import under_elastic_driver
 
 _COMPRESSION = {"none": hvd.Compression.none, "fp16": hvd.Compression.fp16}
 _OPS = {"average": hvd.Average, "sum": hvd.Sum, "adasum": hvd.Adasum}

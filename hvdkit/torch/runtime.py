@@ -5,14 +5,14 @@ from __future__ import annotations
 import horovod.torch as hvd
 import torch
 
-from hvdkit.core.runtime_defaults import apply_runtime_defaults, check_threads, resolve_threads
+from hvdkit.runtime.tuning import apply_runtime_defaults, check_threads, resolve_threads
 
 rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.local_size
 
 
 def init(threads: int | None = None) -> None:
     """Initialise Horovod (tuned defaults first) and set intra-op threads per rank
-    (see :func:`hvdkit.core.runtime_defaults.resolve_threads`)."""
+    (see :func:`hvdkit.runtime.tuning.resolve_threads`)."""
     check_threads(threads)
     apply_runtime_defaults()
     hvd.init()

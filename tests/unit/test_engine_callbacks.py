@@ -111,7 +111,7 @@ def test_checkpoint_resume_restores_counters_callbacks_and_rescales_lr(tmp_path,
 
 
 def test_threads_per_rank_resolution():
-    from hvdkit.core.runtime_defaults import resolve_threads
+    from hvdkit.runtime.tuning import resolve_threads
 
     assert resolve_threads(3, 2, {}) == 3
     assert resolve_threads(None, 2, {"HVDKIT_THREADS": "5", "OMP_NUM_THREADS": "1"}) == 5

@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from hvdkit.bench.workers.common import median, write_result
-from hvdkit.core.runtime_defaults import threads_per_rank
+from hvdkit.runtime.tuning import threads_per_rank
 
 
 def build(inputs: int, hidden: int) -> nn.Module:
