@@ -53,9 +53,9 @@ def main() -> None:
     callbacks = [LearningRateWarmup(warmup_epochs=args.warmup_epochs), MetricAverage(), MetricsLogger("-")]
     if args.checkpoint_dir:
         callbacks.append(Checkpoint(args.checkpoint_dir, keep=2))
-    hk.fit_elastic(model, x_tr, y_tr, epochs=args.epochs, batch_size=args.batch_size,
-                   commit_every=args.commit_every, callbacks=callbacks, verbose=0)
-    progress = model._hvdkit_engine.elastic
+    history = hk.fit_elastic(model, x_tr, y_tr, epochs=args.epochs, batch_size=args.batch_size,
+                             commit_every=args.commit_every, callbacks=callbacks, verbose=0)
+    progress = history.elastic  # resets and recovery times
     _, acc = model.evaluate(x_val, y_val, verbose=0)
     if hk.rank() == 0:
         print(f"final validation accuracy: {acc:.4f} after {progress.resets} reset(s); "

@@ -51,11 +51,13 @@ def main() -> None:
         callbacks.append(Checkpoint(args.checkpoint_dir, keep=2))
     trainer = hk.Trainer(model, optimizer, nn.CrossEntropyLoss(), callbacks=callbacks,
                          metrics={"accuracy": accuracy})
-    trainer.fit_elastic(train, epochs=args.epochs, batch_size=args.batch_size, commit_every=args.commit_every)
+    history = trainer.fit_elastic(train, epochs=args.epochs, batch_size=args.batch_size,
+                                  commit_every=args.commit_every)
+    progress = history.elastic  # resets and recovery times
     val = trainer.evaluate(TensorDataset(torch.from_numpy(x_val), torch.from_numpy(y_val)), batch_size=256)
     if hk.rank() == 0:
-        print(f"final validation accuracy: {val['accuracy']:.4f} after {trainer.elastic.resets} reset(s); "
-              f"recovery seconds: {[round(t, 2) for t in trainer.elastic.recovery_seconds]}", flush=True)
+        print(f"final validation accuracy: {val['accuracy']:.4f} after {progress.resets} reset(s); "
+              f"recovery seconds: {[round(t, 2) for t in progress.recovery_seconds]}", flush=True)
 
 
 if __name__ == "__main__":

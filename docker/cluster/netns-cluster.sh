@@ -43,13 +43,21 @@ cleanup() {
     rm -rf "/etc/netns/$tag-$node"
   done
   ip link del "$bridge" 2>/dev/null || true
+  if [ -n "$forward_rule" ]; then iptables -w -D FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null || true; fi
   rm -rf "$tmp"
   exit "$rc"
 }
+forward_rule=""
 trap cleanup EXIT INT TERM
 
 ip link add "$bridge" type bridge
 ip link set "$bridge" up
+# A Docker engine on this machine sets the FORWARD policy to DROP and makes bridged frames pass
+# iptables (br_netfilter): the nodes on our bridge could not reach each other. Accept them.
+if command -v iptables >/dev/null && [ "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null)" = 1 ]; then
+  iptables -w -I FORWARD -i "$bridge" -o "$bridge" -j ACCEPT
+  forward_rule=1
+fi
 idx=10
 for node in "${nodes[@]}"; do
   ns="$tag-$node"

@@ -1,5 +1,10 @@
-"""Callbacks shared by every hvdkit adapter (framework-free)."""
+"""Callbacks shared by every hvdkit adapter (framework-free).
 
+Use them as they are with the PyTorch ``Trainer`` (or an ``Engine`` in a hand-written loop); for
+Keras ``model.fit``, ``hvdkit.keras.callbacks`` has the same classes as Keras callbacks.
+"""
+
+from hvdkit.callbacks.broadcast_initial_state import BroadcastInitialState
 from hvdkit.callbacks.checkpoint import Checkpoint
 from hvdkit.callbacks.lr_schedule import LearningRateSchedule
 from hvdkit.callbacks.lr_warmup import LearningRateWarmup
@@ -7,5 +12,5 @@ from hvdkit.callbacks.metric_average import MetricAverage
 from hvdkit.callbacks.metrics_logger import MetricsLogger
 from hvdkit.callbacks.progress import ProgressBar
 
-__all__ = ["Checkpoint", "LearningRateSchedule", "LearningRateWarmup", "MetricAverage", "MetricsLogger",
-           "ProgressBar"]
+__all__ = ["BroadcastInitialState", "Checkpoint", "LearningRateSchedule", "LearningRateWarmup", "MetricAverage",
+           "MetricsLogger", "ProgressBar"]

@@ -8,6 +8,7 @@ from typing import Any
 
 from hvdkit.core.callback import Callback
 from hvdkit.core.checkpoint_store import CheckpointStore, Manifest
+from hvdkit.core.engine import Engine
 from hvdkit.core.events import Event
 from hvdkit.core.state import TrainState
 from hvdkit.core.validation import check_int
@@ -35,22 +36,30 @@ class Checkpoint(Callback):
         self.resume = bool(resume)
         self.restored: Manifest | None = None
         self.last_saved: Manifest | None = None
-        self._engine: Any = None  # set by the engine owner (for callback states and rescaling)
+        self._engine: Engine | None = None
 
     @property
     def directory(self) -> os.PathLike[str]:
+        """The checkpoint folder."""
         return self.store.directory
 
-    def bind(self, engine: Any) -> None:
+    def bind(self, engine: Engine) -> None:
         self._engine = engine
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            raise RuntimeError("Checkpoint is not attached to a training run yet (pass it in callbacks)")
+        return self._engine
 
     # -- saving ---------------------------------------------------------------
     def snapshot(self, state: TrainState) -> dict[str, Any]:
+        """Model, optimizer and RNG state, counters and every callback's state (the world size the
+        LR is scaled for goes into the manifest)."""
         return {
             "framework": state.ops.capture(),
             "counters": state.counters(),
-            "callbacks": self._engine.dispatcher.state_dict() if self._engine is not None else {},
-            "world_size": state.comm.size,
+            "callbacks": self.engine.dispatcher.state_dict(),
         }
 
     def save(self, state: TrainState) -> Manifest | None:
@@ -60,7 +69,7 @@ class Checkpoint(Callback):
         snap = self.snapshot(state)
         self.last_saved = self.store.save(lambda f: state.ops.dump(snap, f), epoch=state.epoch,
                                           global_step=state.global_step,
-                                          world_size=state.comm.size, framework=state.ops.name)
+                                          world_size=state.target_world_size, framework=state.ops.name)
         return self.last_saved
 
     def on_epoch_save(self, state: TrainState) -> None:
@@ -68,19 +77,18 @@ class Checkpoint(Callback):
         last = bool(state.epochs) and state.epoch >= state.epochs
         if state.epoch % self.every_n_epochs == 0 or last:
             self.save(state)
-            if self._engine is not None:
-                self._engine.fire(Event.CHECKPOINT_SAVED)
+            self.engine.fire(Event.CHECKPOINT_SAVED)
 
     # -- resuming -------------------------------------------------------------
     def load_latest(self, state: TrainState) -> Manifest | None:
         """Rank 0 reads the newest valid checkpoint, every rank gets it; returns its manifest.
 
-        Under elastic training (``state.extra["elastic"]``) only rank 0 loads, with no collective:
+        Under elastic training (``state.elastic``) only rank 0 loads, with no collective:
         the elastic state's first sync hands everything to the other workers, and a worker that
         joins later never waits in a broadcast that nobody else is in (horovod#2652).
         """
         found = self.store.latest() if state.is_root else None
-        if state.extra.get("elastic"):
+        if state.elastic:
             blob = found
         else:
             blob = state.comm.broadcast_object(None if found is None else (found[0], found[1]), 0)
@@ -89,18 +97,17 @@ class Checkpoint(Callback):
         manifest, data = blob
         snap = state.ops.loads(data)
         state.ops.restore(snap["framework"])
-        state.load_counters(snap["counters"])
-        if self._engine is not None:
-            self._engine.dispatcher.load_state_dict(snap.get("callbacks", {}))
-            self._engine.rescale_world(state.comm.size)
+        self.engine.restore_progress(snap["counters"], snap.get("callbacks", {}), world_size=manifest.world_size,
+                                     optimizer_lr=state.ops.get_lr())
+        state.resumed_epoch = state.epoch
         if state.is_root:
             log.info("resumed from %s (epoch %d, step %d)", manifest.payload, manifest.epoch, manifest.global_step)
         self.restored = manifest
         return manifest
 
     def on_train_begin(self, state: TrainState) -> None:
-        if self.resume and self.load_latest(state) is not None and self._engine is not None:
-            self._engine.fire(Event.CHECKPOINT_RESTORED)
+        if self.resume and self.restored is None and self.load_latest(state) is not None:
+            self.engine.fire(Event.CHECKPOINT_RESTORED)
 
     def __repr__(self) -> str:
         return (f"Checkpoint({str(self.store.directory)!r}, every_n_epochs={self.every_n_epochs}, "

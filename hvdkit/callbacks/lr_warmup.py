@@ -42,7 +42,7 @@ class LearningRateWarmup(Callback):
         return round(self.warmup_epochs * spe)
 
     def on_train_begin(self, state: TrainState) -> None:
-        state.extra["momentum_correction"] = self.momentum_correction
+        state.momentum_correction = self.momentum_correction
 
     def on_batch_begin(self, state: TrainState) -> None:
         factor = lrmath.warmup_factor(state.global_step, self.warmup_steps(state), state.comm.size)

@@ -9,8 +9,20 @@ gets its collectives passed in.
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Mapping
 from typing import Any
+
+
+def under_elastic_driver(environ: Mapping[str, str] | None = None) -> bool:
+    """True in a worker that Horovod's elastic driver started (``horovodrun --min-np/--max-np``).
+
+    The one answer to "is this run elastic?": workers may then leave and join, so nothing may
+    broadcast outside the elastic state's sync (horovod#2652) and only ``fit_elastic`` may train.
+    :attr:`Comm.elastic` and every adapter ask this function.
+    """
+    env = os.environ if environ is None else environ
+    return env.get("HOROVOD_ELASTIC") == "1"
 
 
 class Comm(abc.ABC):
@@ -42,21 +54,46 @@ class Comm(abc.ABC):
 
     @property
     def is_root(self) -> bool:
+        """True on rank 0, the rank that writes files and whose state others receive."""
         return self.rank == 0
+
+    @property
+    def elastic(self) -> bool:
+        """True when workers may leave and join this run (see :func:`under_elastic_driver`)."""
+        return under_elastic_driver()
 
 
 class LocalComm(Comm):
-    """A single-process world: rank 0 of size 1 (or a pretend size for maths tests)."""
+    """A single-process world: rank 0 of size 1 (or a pretend size for maths tests).
 
-    def __init__(self, size: int = 1) -> None:
+    ``elastic=True`` pretends that Horovod's elastic driver started it (unit tests of the elastic loop).
+    """
+
+    def __init__(self, size: int = 1, *, elastic: bool = False) -> None:
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size!r}")
         self._size = size
+        self._elastic = elastic
 
-    rank = property(lambda self: 0)  # type: ignore[assignment]
-    size = property(lambda self: self._size)  # type: ignore[assignment]
-    local_rank = property(lambda self: 0)  # type: ignore[assignment]
-    local_size = property(lambda self: 1)  # type: ignore[assignment]
+    @property
+    def rank(self) -> int:
+        return 0
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def local_rank(self) -> int:
+        return 0
+
+    @property
+    def local_size(self) -> int:
+        return 1
+
+    @property
+    def elastic(self) -> bool:
+        return self._elastic
 
     def broadcast_object(self, obj: Any, root_rank: int = 0) -> Any:
         return obj

@@ -1,9 +1,9 @@
 """The training engine: bookkeeping plus event dispatch, shared by every adapter.
 
-A framework adapter (the PyTorch ``Trainer``, the Keras bridge callback, or a
-hand-written loop) calls these methods at the matching points; the engine keeps
-``TrainState`` right, applies the learning rate that the LR callbacks asked for
-and fires the events. Nothing here knows about torch or TensorFlow.
+A framework adapter (the PyTorch ``Trainer``, the Keras bridge callback, the elastic loop, or a
+hand-written loop) calls these methods at the matching points; the engine keeps ``TrainState``
+right, owns the learning rate (the target LR, the world size it is scaled for, and the LR set
+before each batch) and fires the events. Nothing here knows about torch or TensorFlow.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hvdkit.core import lr as lrmath
 from hvdkit.core.callback import Callback
@@ -20,40 +20,86 @@ from hvdkit.core.dispatcher import Dispatcher
 from hvdkit.core.events import Event
 from hvdkit.core.state import FrameworkOps, TrainState
 
+if TYPE_CHECKING:
+    from hvdkit.core.elastic.loop import ElasticLoop
+
 log = logging.getLogger("hvdkit")
 
 
 class Engine:
+    """Runs one training run's callbacks and keeps its :class:`TrainState`.
+
+    ``dispatcher`` holds the callbacks (sorted by ``order``); ``state`` is what they read.
+    ``driver`` is whoever calls the phase methods in the current run (the Keras bridge callback that
+    drives ``model.fit``, or the elastic loop): other callers then only register callbacks.
+    ``elastic`` is the :class:`~hvdkit.core.elastic.loop.ElasticLoop` of a ``fit_elastic`` run.
+
+    The phase methods, in the order a loop calls them::
+
+        engine.train_begin(epochs, steps_per_epoch)
+        for epoch in range(engine.state.epoch, epochs):
+            engine.epoch_begin(epoch)
+            for i, batch in enumerate(loader):
+                engine.batch_begin(i)
+                ...forward, backward, optimizer step...
+                engine.batch_end({"loss": loss})
+            engine.epoch_end({"loss": epoch_loss})
+        engine.train_end()
+    """
+
     def __init__(self, comm: Comm, ops: FrameworkOps, callbacks: Iterable[Callback] = ()) -> None:
         self.dispatcher = Dispatcher(callbacks)
         self.state = TrainState(comm=comm, ops=ops)
+        self.driver: object | None = None
+        self.elastic: ElasticLoop | None = None
+        self._warned_rescale: tuple[int, int] | None = None
         for cb in self.dispatcher.callbacks:
             cb.bind(self)
 
     @property
     def callbacks(self) -> list[Callback]:
+        """The callbacks, in the order they run."""
         return self.dispatcher.callbacks
 
+    def register(self, callback: Callback) -> None:
+        """Add ``callback`` (once) and keep the callbacks sorted by ``order``."""
+        disp = self.dispatcher
+        if any(cb is callback for cb in disp.callbacks):
+            return
+        if not isinstance(callback, Callback):
+            raise TypeError(f"callback must be an hvdkit.core.Callback, got {type(callback).__name__} ({callback!r})")
+        disp.callbacks.append(callback)
+        disp.callbacks.sort(key=lambda cb: cb.order)
+        callback.bind(self)
+
     def fire(self, event: Event) -> None:
+        """Run every callback's hook for ``event``."""
         self.dispatcher.fire(event, self.state)
 
     # -- phases ---------------------------------------------------------------
     def train_begin(self, epochs: int, steps_per_epoch: int | None, initial_epoch: int = 0) -> None:
+        """Start a run of ``epochs`` epochs; a ``Checkpoint`` callback may resume it here."""
         s = self.state
+        if s.elastic and self.elastic is None:
+            raise RuntimeError(
+                "this process was started by Horovod's elastic driver (horovodrun --min-np/--max-np): train "
+                "with fit_elastic (Trainer.fit_elastic, hvdkit.keras.fit_elastic), which commits and restores "
+                "state when workers leave or join; fit would start from unsynchronised weights and die with "
+                "the first lost worker")
         s.epochs = epochs
         s.steps_per_epoch = steps_per_epoch
         if initial_epoch and s.epoch == 0:
             s.epoch = initial_epoch
             s.global_step = initial_epoch * (steps_per_epoch or 0)
-        if not s.extra.pop("restored_before_train", False):
-            # The optimizer's LR as built is the target; a state restored before training
-            # (Keras's Checkpoint.resume_epoch) already holds its target LR and world size.
-            s.target_lr = s.ops.get_lr()
-            s.target_world_size = s.comm.size
+        if s.resumed_epoch is None:
+            # The optimizer's LR as built is the target. A state restored before training (Keras's
+            # Checkpoint.resume_epoch) already holds its target LR.
+            self.set_lr_target(s.ops.get_lr(), s.comm.size)
         s.stop_training = False
         self.fire(Event.TRAIN_BEGIN)  # a Checkpoint callback may restore epoch/step/target_lr here
 
     def epoch_begin(self, epoch: int | None = None) -> None:
+        """Start epoch ``epoch`` (default: ``state.epoch``) at batch 0."""
         s = self.state
         if epoch is not None:
             s.epoch = epoch
@@ -62,9 +108,11 @@ class Engine:
         self.fire(Event.EPOCH_BEGIN)
 
     def batch_begin(self, batch: int | None = None, global_step: int | None = None) -> None:
-        """``global_step``: set the step counter from the caller's own count (Keras), rather than
-        relying on :meth:`batch_end` having advanced it (Keras may run batch-end hooks later, on
-        another thread)."""
+        """Before a training step: fire ``on_batch_begin``, then set the LR the LR callbacks asked for.
+
+        ``global_step``: set the step counter from the caller's own count (Keras, the elastic loop)
+        rather than relying on :meth:`batch_end` having advanced it (Keras may run batch-end hooks
+        later, on another thread)."""
         s = self.state
         if batch is not None:
             s.batch = batch
@@ -74,8 +122,14 @@ class Engine:
         self.apply_lr()
 
     def batch_end(self, logs: Mapping[str, Any] | None = None, advance: bool = True) -> None:
-        """``logs`` may hold 0-d tensors: they are converted only by callbacks that read them.
-        ``advance=False`` leaves the counters to :meth:`batch_begin`/:meth:`epoch_end` callers."""
+        """After a training step; ``logs`` may hold 0-d tensors (converted only by callbacks that read them).
+
+        With ``advance`` (batch hooks that run in step, on the training thread), ``state.global_step``
+        counts the steps done including this one during ``on_batch_end``, and the batch index moves on
+        after it. ``advance=False`` leaves the counters alone: for callers that set them in
+        :meth:`batch_begin` and whose batch ends may run late, on another thread (Keras's asynchronous
+        callback dispatch), where writing them would race with the next step's begin.
+        """
         s = self.state
         if advance:
             s.global_step += 1
@@ -86,6 +140,8 @@ class Engine:
             s.batch += 1
 
     def epoch_end(self, logs: Mapping[str, float] | None = None) -> dict[str, float]:
+        """End the epoch: callbacks see (and ``MetricAverage`` averages) ``logs``, the history gets
+        them, ``state.epoch`` moves on, then ``on_epoch_save`` fires. Returns the final logs."""
         s = self.state
         if logs is not None:
             s.logs = dict(logs)
@@ -98,10 +154,16 @@ class Engine:
         return dict(s.logs)
 
     def train_end(self) -> None:
-        self.fire(Event.TRAIN_END)
+        """End the run (also after an exception: adapters call it in ``finally``)."""
+        s = self.state
+        try:
+            self.fire(Event.TRAIN_END)
+        finally:
+            s.resumed_epoch = None
 
     # -- learning rate --------------------------------------------------------
     def current_lr(self) -> float | None:
+        """``target_lr * prod(lr_factors)``, or None when no LR callback asked for a factor."""
         s = self.state
         if not s.lr_factors or s.target_lr is None:
             return None
@@ -116,23 +178,36 @@ class Engine:
         old_lr = s.last_applied_lr if s.last_applied_lr is not None else s.ops.get_lr()
         if new_lr == old_lr and s.last_applied_lr is not None:
             return
-        if s.ops.lr_in_momentum and s.extra.get("momentum_correction", False) and old_lr > 0:
+        if s.ops.lr_in_momentum and s.momentum_correction and old_lr > 0:
             s.ops.scale_momentum(lrmath.momentum_correction_factor(old_lr, new_lr))
         s.ops.set_lr(new_lr)
         s.last_applied_lr = new_lr
 
-    def rescale_world(self, new_size: int) -> None:
-        """After a resume or an elastic reset under another world size, follow the scaling rule."""
+    def set_lr_target(self, target_lr: float | None, scaled_for: int, optimizer_lr: float | None = None) -> None:
+        """The one place where the target LR and the world size it is scaled for change.
+
+        ``target_lr`` (and ``optimizer_lr``, the LR to give the optimizer now, if any) were scaled
+        for ``scaled_for`` workers; both are rescaled to the current world size by the linear
+        scaling rule, with a warning (once per change) when the sizes differ.
+        """
         s = self.state
-        old = s.target_world_size
-        if old == new_size or s.target_lr is None:
-            return
-        ratio = new_size / old
-        log.warning(
-            "world size changed from %d to %d: learning rate rescaled by %g (linear scaling rule)",
-            old, new_size, ratio,
-        )
-        s.target_lr = lrmath.rescale_for_world_size(s.target_lr, old, new_size)
-        s.ops.set_lr(lrmath.rescale_for_world_size(s.ops.get_lr(), old, new_size))
-        s.target_world_size = new_size
+        size = s.comm.size
+        if scaled_for != size and (scaled_for, size) != self._warned_rescale:
+            self._warned_rescale = (scaled_for, size)
+            if s.is_root:
+                log.warning("world size changed from %d to %d: learning rate rescaled by %g (linear scaling rule)",
+                            scaled_for, size, size / scaled_for)
+        s.target_lr = None if target_lr is None else lrmath.rescale_for_world_size(target_lr, scaled_for, size)
+        s.target_world_size = size
+        if optimizer_lr is not None:
+            s.ops.set_lr(lrmath.rescale_for_world_size(optimizer_lr, scaled_for, size))
         s.last_applied_lr = None
+
+    def restore_progress(self, counters: dict[str, Any], callback_states: dict[str, Any], *, world_size: int,
+                         optimizer_lr: float) -> None:
+        """Put the run back where a checkpoint or an elastic commit left it, for the current world:
+        counters and callback states as saved; target and optimizer LR, saved for ``world_size``
+        workers, rescaled to the current size."""
+        self.state.load_counters(counters)
+        self.dispatcher.load_state_dict(callback_states)
+        self.set_lr_target(counters.get("target_lr"), world_size, optimizer_lr=optimizer_lr)

@@ -17,7 +17,8 @@ class FrameworkOps(Protocol):
     they need Goyal et al.'s momentum correction, ``scale_momentum(b / a)``,
     which multiplies the velocity buffers. ``capture``/``restore`` give and take
     a snapshot of model, optimizer and RNG state; ``dump`` serialises one into a
-    binary file object and ``loads`` reads it back from bytes.
+    binary file object and ``loads`` reads it back from bytes. ``broadcast_state`` gives every
+    rank ``root_rank``'s model and optimizer state (a collective: every rank calls it).
     """
 
     name: str
@@ -32,18 +33,27 @@ class FrameworkOps(Protocol):
     def restore(self, snapshot: dict[str, Any]) -> None: ...
     def dump(self, obj: Any, f: Any) -> None: ...
     def loads(self, data: bytes) -> Any: ...
+    def broadcast_state(self, root_rank: int) -> None: ...
 
 
 @dataclass
 class TrainState:
     """Where training stands; the engine updates it, callbacks read it and act on it.
 
-    ``epoch`` is the 0-based epoch being (or about to be) trained, ``batch`` the
-    0-based batch within it, ``global_step`` the number of optimizer steps taken
-    before the current batch. ``target_lr`` is the LR the optimizer was built
-    with (already scaled by the world size it was built for, ``target_world_size``).
-    LR callbacks write multipliers into ``lr_factors``; the engine applies
-    ``target_lr * product(lr_factors)`` before each batch.
+    Counters: ``epoch`` is the 0-based epoch being (or about to be) trained, ``batch`` the 0-based
+    batch within it, ``global_step`` the number of optimizer steps taken before the current batch,
+    ``epochs`` the epoch to stop at and ``steps_per_epoch`` the batches per epoch (None if unknown).
+
+    Learning rate: ``target_lr`` is the LR the optimizer was built with, already scaled for
+    ``target_world_size`` workers (the linear scaling rule); only
+    :meth:`~hvdkit.core.engine.Engine.set_lr_target` changes either. LR callbacks write multipliers
+    into ``lr_factors``; before each batch the engine sets ``target_lr * product(lr_factors)``
+    (``last_applied_lr``). ``momentum_correction``: scale the optimizer's velocity when the LR
+    changes, for optimizers whose velocity holds the LR (set by ``LearningRateWarmup``).
+
+    ``logs`` are the current batch's or epoch's metrics, ``history`` every finished epoch's.
+    ``resumed_epoch`` is the epoch a checkpoint put this run at (None when it started fresh).
+    ``stop_training`` ends the run after the current epoch.
     """
 
     comm: Comm
@@ -56,31 +66,40 @@ class TrainState:
     target_lr: float | None = None
     target_world_size: int = 1
     lr_factors: dict[str, float] = field(default_factory=dict)
+    last_applied_lr: float | None = None
+    momentum_correction: bool = False
     logs: dict[str, Any] = field(default_factory=dict)
     history: dict[str, list[float]] = field(default_factory=dict)
+    resumed_epoch: int | None = None
     stop_training: bool = False
-    last_applied_lr: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_root(self) -> bool:
+        """True on rank 0."""
         return self.comm.rank == 0
 
+    @property
+    def elastic(self) -> bool:
+        """True when workers may leave and join this run (:attr:`Comm.elastic <hvdkit.core.comm.Comm.elastic>`)."""
+        return self.comm.elastic
+
     def counters(self) -> dict[str, Any]:
-        """The plain-data part of the state that checkpoints and elastic commits carry."""
+        """The plain-data part of the state that checkpoints and elastic commits carry.
+
+        The world size ``target_lr`` is scaled for is not among them: a checkpoint's manifest and an
+        elastic commit record it once, beside these.
+        """
         return {
             "epoch": self.epoch,
             "batch": self.batch,
             "global_step": self.global_step,
             "target_lr": self.target_lr,
-            "target_world_size": self.target_world_size,
             "history": {k: list(v) for k, v in self.history.items()},
         }
 
     def load_counters(self, data: dict[str, Any]) -> None:
+        """Put back what :meth:`counters` gave (the target LR goes through the engine)."""
         self.epoch = int(data["epoch"])
         self.batch = int(data.get("batch", 0))
         self.global_step = int(data["global_step"])
-        self.target_lr = data.get("target_lr")
-        self.target_world_size = int(data.get("target_world_size", 1))
         self.history = {k: list(v) for k, v in data.get("history", {}).items()}

@@ -26,7 +26,8 @@ if not keras.__version__.startswith("3.") or keras.backend.backend() != "tensorf
     raise ImportError(f"hvdkit.keras needs Keras 3 on the TensorFlow backend, got keras {keras.__version__} "
                       f"with backend {keras.backend.backend()!r}; set KERAS_BACKEND=tensorflow")
 
-from hvdkit.keras.data import shard  # noqa: E402
+from hvdkit.core.history import History  # noqa: E402
+from hvdkit.tensorflow.data import shard  # noqa: E402
 from hvdkit.keras.elastic import fit_elastic  # noqa: E402
 from hvdkit.keras.optimizer import DistributedOptimizer, is_distributed  # noqa: E402
 from hvdkit.tensorflow.comm import HorovodComm  # noqa: E402
@@ -38,5 +39,5 @@ def verbose(level: int = 1) -> int:
     return level if rank() == 0 else 0
 
 
-__all__ = ["DistributedOptimizer", "HorovodComm", "fit_elastic", "init", "is_distributed", "local_rank",
+__all__ = ["DistributedOptimizer", "History", "HorovodComm", "fit_elastic", "init", "is_distributed", "local_rank",
            "local_size", "rank", "shard", "size", "verbose"]

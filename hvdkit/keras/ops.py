@@ -9,8 +9,13 @@ from typing import Any
 import keras
 import numpy as np
 
+from hvdkit.tensorflow.variables import broadcast_variables
+
 
 class KerasOps:
+    """Reads and sets the compiled optimizer's LR and momentum, and captures/restores model, optimizer
+    and RNG state for checkpoints."""
+
     name = "keras"
 
     def __init__(self, model: keras.Model) -> None:
@@ -70,6 +75,12 @@ class KerasOps:
         if rng:
             np.random.set_state(rng["numpy"])
             random.setstate(rng["python"])
+
+    def broadcast_state(self, root_rank: int) -> None:
+        """Every rank gets ``root_rank``'s model and optimizer variables (the optimizer is built first,
+        so its slots are broadcast too)."""
+        self.ensure_built()
+        broadcast_variables(list(self.model.variables) + list(self.optimizer.variables), root_rank=root_rank)
 
     def dump(self, obj: Any, f: Any) -> None:
         pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)

@@ -6,8 +6,9 @@ from typing import Any
 
 import keras
 
-from hvdkit.core.validation import check_choice, check_int
-from hvdkit.tensorflow.gradients import COMPRESSION, OPS, allreduce_gradients
+from hvdkit.core.collectives import check_reduction
+from hvdkit.core.validation import check_int
+from hvdkit.tensorflow.gradients import allreduce_gradients
 
 _CLASSES: dict[type, type] = {}
 
@@ -38,6 +39,7 @@ def _distributed_class(cls: type) -> type:
 
 
 def is_distributed(optimizer: Any) -> bool:
+    """True for an optimizer that averages gradients over workers (one ``DistributedOptimizer`` returned)."""
     return bool(getattr(optimizer, "_hvdkit_distributed", False))
 
 
@@ -58,8 +60,7 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, *, compression: 
     if optimizer.built:
         raise ValueError("optimizer must be wrapped before it is built (before the first training step); "
                          "got one that already holds variables")
-    check_choice("compression", compression, list(COMPRESSION))
-    check_choice("op", op, list(OPS))
+    check_reduction(compression, op)
     check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)
     config = optimizer.get_config()
     if backward_passes_per_step > 1:

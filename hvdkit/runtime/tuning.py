@@ -78,12 +78,6 @@ def apply_runtime_defaults(environ: MutableMapping[str, str] | None = None) -> d
     return applied
 
 
-def under_elastic_driver(environ: MutableMapping[str, str] | None = None) -> bool:
-    """True in a worker that Horovod's elastic driver started (``horovodrun --min-np/--max-np``)."""
-    env = os.environ if environ is None else environ
-    return env.get("HOROVOD_ELASTIC") == "1"
-
-
 def local_size_from_env(environ: MutableMapping[str, str] | None = None) -> int:
     """Ranks on this host as the launcher says (before Horovod is initialised)."""
     env = os.environ if environ is None else environ

@@ -15,10 +15,11 @@ require("tensorflow", extra="tensorflow")
 require("horovod.tensorflow", extra="tensorflow", horovod=True)
 
 from hvdkit.tensorflow.comm import HorovodComm  # noqa: E402
+from hvdkit.tensorflow.data import shard  # noqa: E402
 from hvdkit.tensorflow.gradient_tape import DistributedGradientTape  # noqa: E402
 from hvdkit.tensorflow.gradients import allreduce_gradients  # noqa: E402
 from hvdkit.tensorflow.runtime import init, local_rank, local_size, rank, size  # noqa: E402
 from hvdkit.tensorflow.variables import broadcast_variables, to_tf_variables  # noqa: E402
 
 __all__ = ["DistributedGradientTape", "HorovodComm", "allreduce_gradients", "broadcast_variables", "init",
-           "local_rank", "local_size", "rank", "size", "to_tf_variables"]
+           "local_rank", "local_size", "rank", "shard", "size", "to_tf_variables"]

@@ -6,8 +6,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from hvdkit.core.validation import check_choice
-from hvdkit.tensorflow.gradients import COMPRESSION, OPS, allreduce_gradients
+from hvdkit.core.collectives import check_reduction
+from hvdkit.tensorflow.gradients import allreduce_gradients
 from hvdkit.tensorflow.variables import to_tf_variable
 
 
@@ -23,9 +23,9 @@ class DistributedGradientTape:
     def __init__(self, tape: tf.GradientTape, *, op: str = "average", compression: str = "none") -> None:
         if not isinstance(tape, tf.GradientTape):
             raise TypeError(f"tape must be a tf.GradientTape, got {type(tape).__name__}")
+        check_reduction(compression, op)
         self.tape = tape
-        self.op = check_choice("op", op, list(OPS))
-        self.compression = check_choice("compression", compression, list(COMPRESSION))
+        self.op, self.compression = op, compression
 
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None) -> Any:
         flat = tf.nest.flatten(sources)

@@ -8,11 +8,8 @@ from typing import Any
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from hvdkit.core.validation import check_choice
-from hvdkit.runtime.tuning import under_elastic_driver
-
-COMPRESSION = {"none": hvd.Compression.none, "fp16": hvd.Compression.fp16}
-OPS = {"average": hvd.Average, "sum": hvd.Sum, "adasum": hvd.Adasum}
+from hvdkit.core.collectives import horovod_reduction
+from hvdkit.core.comm import under_elastic_driver
 
 _XLA_MESSAGE = (
     "Horovod ops cannot run inside an XLA-compiled function: hvdkit's Horovod build leaves out "
@@ -37,8 +34,7 @@ def in_xla_context() -> bool:
 def allreduce_gradients(grads: Sequence[Any], *, op: str = "average", compression: str = "none",
                         name_prefix: str = "hvdkit.grad") -> list[Any]:
     """Allreduce every gradient (``None`` stays ``None``); raises a clear error under XLA."""
-    check_choice("op", op, list(OPS))
-    check_choice("compression", compression, list(COMPRESSION))
+    compressor, reduce_op = horovod_reduction(hvd, compression, op)
     if hvd.size() == 1 and not under_elastic_driver():
         # Decided when the step is traced: under elastic training a worker that traced alone
         # must still allreduce once others join (Horovod then averages by the size at run time).
@@ -50,5 +46,5 @@ def allreduce_gradients(grads: Sequence[Any], *, op: str = "average", compressio
         if g is None:
             out.append(None)
             continue
-        out.append(hvd.allreduce(g, op=OPS[op], compression=COMPRESSION[compression], name=f"{name_prefix}.{i}"))
+        out.append(hvd.allreduce(g, op=reduce_op, compression=compressor, name=f"{name_prefix}.{i}"))
     return out

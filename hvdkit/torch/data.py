@@ -1,22 +1,73 @@
-"""Data sharding: each rank sees a disjoint shard each epoch, reshuffled per epoch from one seed."""
+"""Data for PyTorch workers: this rank's shard, a per-epoch reshuffling sampler, an exact eval sampler.
+
+``shard`` is the same concept as ``hvdkit.keras.shard`` (one rule, :mod:`hvdkit.core.sharding`):
+every rank gets the same number of rows, so every rank runs the same number of steps.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sized
+from collections.abc import Iterator, Mapping, Sized
+from typing import Any
 
 import horovod.torch as hvd
-from torch.utils.data import Dataset, Sampler
+import numpy as np
+import torch
+from torch.utils.data import Dataset, Sampler, Subset
 from torch.utils.data.distributed import DistributedSampler
 
+from hvdkit.core.sharding import check_rank, shard_indices
 from hvdkit.core.validation import check_int
 
 
-def shard(dataset: Dataset, *, shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> DistributedSampler:
-    """A ``DistributedSampler`` over Horovod's world: call ``set_epoch(e)`` each epoch to reshuffle.
+def _rank_size(rank: int | None, size: int | None) -> tuple[int, int]:
+    size = hvd.size() if size is None else size
+    rank = hvd.rank() if rank is None else rank
+    return check_rank(rank, size)
 
-    Every rank gets ``ceil(len/size)`` indices (padded by repeating a few when the
-    length does not divide, unless ``drop_last``); the shards of one epoch are disjoint.
+
+def _length(data: Any) -> int:
+    if isinstance(data, Mapping):
+        data = next(iter(data.values()), None)
+    elif isinstance(data, (tuple, list)):
+        data = data[0] if data else None
+    return len(data) if isinstance(data, Sized) else 0
+
+
+def shard(data: Any, *, rank: int | None = None, size: int | None = None, drop_remainder: bool = False) -> Any:
+    """This rank's shard of ``data``: a ``Subset`` of a map-style ``Dataset``, or the rows of a tensor or
+    NumPy array (or of each one in a tuple/list/dict of them, cut alike).
+
+    Every rank gets ``ceil(n / size)`` rows (the last ranks' padded with the first rows), or
+    ``floor(n / size)`` with ``drop_remainder=True``, so every rank runs the same number of steps
+    (:mod:`hvdkit.core.sharding`). ``rank``/``size`` default to this worker's.
     """
+    r, n = _rank_size(rank, size)
+    if isinstance(data, (torch.Tensor, np.ndarray)) or (isinstance(data, (tuple, list, Mapping)) and data):
+        rows = _length(data)
+        idx = shard_indices(rows, r, n, drop_remainder=drop_remainder)
+        return _take(data, idx, rows)
+    if isinstance(data, Dataset) and isinstance(data, Sized):
+        return Subset(data, shard_indices(len(data), r, n, drop_remainder=drop_remainder))
+    raise TypeError("data must be a map-style torch Dataset with a length, a tensor or NumPy array, or a "
+                    f"tuple/list/dict of them, got {type(data).__name__} ({data!r:.60})")
+
+
+def _take(data: Any, idx: list[int], rows: int) -> Any:
+    if isinstance(data, Mapping):
+        return {k: _take(v, idx, rows) for k, v in data.items()}
+    if isinstance(data, (tuple, list)):
+        return type(data)(_take(v, idx, rows) for v in data)
+    if not isinstance(data, (torch.Tensor, np.ndarray)):
+        raise TypeError(f"data must hold tensors or NumPy arrays, got {type(data).__name__}")
+    if len(data) != rows:
+        raise ValueError(f"data's parts must hold the same number of rows, got {len(data)} and {rows}")
+    return data[torch.as_tensor(idx)] if isinstance(data, torch.Tensor) else data[np.asarray(idx)]
+
+
+def shard_sampler(dataset: Dataset, *, shuffle: bool = True, seed: int = 0,
+                  drop_last: bool = False) -> DistributedSampler:
+    """A ``DistributedSampler`` over Horovod's world, reshuffled each epoch from one seed (call
+    ``set_epoch(e)``; the ``Trainer`` does). Every rank gets the same number of indices, as with ``shard``."""
     check_int("seed", seed)
     return DistributedSampler(dataset, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=shuffle, seed=seed,
                               drop_last=drop_last)
@@ -25,13 +76,13 @@ def shard(dataset: Dataset, *, shuffle: bool = True, seed: int = 0, drop_last: b
 class EvalShardSampler(Sampler[int]):
     """Disjoint, unpadded shards for evaluation: rank r takes indices r, r+size, ...
 
-    No sample is counted twice, so sums reduced over ranks give exact global metrics.
+    No sample is counted twice, so sums reduced over ranks give exact global metrics (ranks may run
+    different numbers of batches: evaluation runs no collective per batch).
     """
 
     def __init__(self, dataset: Sized, rank: int | None = None, size: int | None = None) -> None:
         self.n = len(dataset)
-        self.rank = hvd.rank() if rank is None else rank
-        self.size = hvd.size() if size is None else size
+        self.rank, self.size = _rank_size(rank, size)
 
     def __iter__(self) -> Iterator[int]:
         return iter(range(self.rank, self.n, self.size))

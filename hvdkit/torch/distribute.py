@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import horovod.torch as hvd
 import torch
 
-from hvdkit.core.validation import check_choice, check_int
-from hvdkit.runtime.tuning import under_elastic_driver
-
-_COMPRESSION = {"none": hvd.Compression.none, "fp16": hvd.Compression.fp16}
-_OPS = {"average": hvd.Average, "sum": hvd.Sum, "adasum": hvd.Adasum}
+from hvdkit.core.collectives import horovod_reduction
+from hvdkit.core.comm import under_elastic_driver
+from hvdkit.core.validation import check_int
 
 
-def is_distributed(optimizer: torch.optim.Optimizer) -> bool:
+def is_distributed(optimizer: Any) -> bool:
+    """True for an optimizer that averages gradients over workers (one ``distribute`` returned)."""
     return hasattr(optimizer, "_allreduce_grad_async")
 
 
@@ -29,9 +30,8 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     if is_distributed(optimizer):
         raise ValueError("optimizer must be a plain torch optimizer, got one already wrapped by DistributedOptimizer")
-    check_choice("compression", compression, list(_COMPRESSION))
+    compressor, reduce_op = horovod_reduction(hvd, compression, op)
     check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)
-    check_choice("op", op, list(_OPS))
     if not under_elastic_driver():
         # Under the elastic driver the elastic state's first sync broadcasts instead: a worker
         # that joins later would otherwise wait here in a broadcast no one else is in (horovod#2652).
@@ -40,7 +40,7 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
     return hvd.DistributedOptimizer(
         optimizer,
         named_parameters=model.named_parameters(),
-        compression=_COMPRESSION[compression],
+        compression=compressor,
         backward_passes_per_step=backward_passes_per_step,
-        op=_OPS[op],
+        op=reduce_op,
     )

@@ -6,6 +6,7 @@ import io
 import random
 from typing import Any
 
+import horovod.torch as hvd
 import numpy as np
 import torch
 
@@ -21,6 +22,7 @@ class TorchOps:
         self.optimizer = optimizer
 
     def get_lr(self) -> float:
+        """The first parameter group's LR (hvdkit sets every group alike)."""
         return float(self.optimizer.param_groups[0]["lr"])
 
     def set_lr(self, lr: float) -> None:
@@ -45,6 +47,11 @@ class TorchOps:
             torch.set_rng_state(rng["torch"])
             np.random.set_state(rng["numpy"])
             random.setstate(rng["python"])
+
+    def broadcast_state(self, root_rank: int) -> None:
+        """Every rank gets ``root_rank``'s parameters, buffers and optimizer state."""
+        hvd.broadcast_parameters(self.model.state_dict(), root_rank=root_rank)
+        hvd.broadcast_optimizer_state(self.optimizer, root_rank=root_rank)
 
     def dump(self, obj: Any, f: Any) -> None:
         torch.save(obj, f)

@@ -1,37 +1,28 @@
 """A small PyTorch training loop that fires hvdkit's shared callbacks.
 
-For a hand-written loop, use the same :class:`~hvdkit.core.engine.Engine` the
-trainer uses::
-
-    engine = Engine(HorovodComm(), TorchOps(model, opt), callbacks)
-    engine.train_begin(epochs, steps_per_epoch=len(loader))
-    for epoch in range(engine.state.epoch, epochs):
-        sampler.set_epoch(epoch)
-        engine.epoch_begin(epoch)
-        for i, (x, y) in enumerate(loader):
-            engine.batch_begin(i)
-            ...forward, backward, opt.step()...
-            engine.batch_end({"loss": loss.item()})
-        engine.epoch_end({"loss": ...})
-    engine.train_end()
+For a hand-written loop, drive the same :class:`~hvdkit.core.engine.Engine` the trainer uses (its
+docstring shows the calls), with ``HorovodComm()`` and ``TorchOps(model, optimizer)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sized
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from hvdkit.core.callback import Callback
+from hvdkit.core.elastic.loop import ElasticLoop
 from hvdkit.core.engine import Engine
+from hvdkit.core.history import History
+from hvdkit.core.state import TrainState
 from hvdkit.core.validation import check_int
 from hvdkit.torch.batch_means import BatchMeans
 from hvdkit.torch.comm import HorovodComm
-from hvdkit.torch.data import EvalShardSampler, shard
+from hvdkit.torch.data import EvalShardSampler, shard_sampler
 from hvdkit.torch.distribute import distribute, is_distributed
+from hvdkit.torch.elastic import TorchElasticAdapter
 from hvdkit.torch.ops import TorchOps
 
 MetricFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -40,17 +31,6 @@ MetricFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 def accuracy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Fraction of rows whose arg-max equals the target class."""
     return (outputs.argmax(dim=1) == targets).float().mean()
-
-
-@dataclass
-class History:
-    """What ``fit`` returns: per-epoch metric lists, like Keras's ``History.history``."""
-
-    history: dict[str, list[float]] = field(default_factory=dict)
-    epochs_run: int = 0
-
-    def __getitem__(self, key: str) -> list[float]:
-        return self.history[key]
 
 
 class Trainer:
@@ -81,10 +61,10 @@ class Trainer:
                 raise TypeError(f"metrics[{name!r}] must be callable, got {fn!r}")
         self.comm = HorovodComm()
         self.engine = Engine(self.comm, TorchOps(model, self.optimizer), callbacks)
-        self.elastic: Any = None  # set by fit_elastic: resets and recovery times
 
     @property
-    def state(self):
+    def state(self) -> TrainState:
+        """The engine's training state (epoch, step, LR, logs, history)."""
         return self.engine.state
 
     def _loader(self, data: Any, batch_size: int | None, shuffle: bool, seed: int, drop_last: bool) -> DataLoader:
@@ -94,8 +74,8 @@ class Trainer:
             raise TypeError("train_data must be a torch Dataset with a length or a DataLoader, "
                             f"got {type(data).__name__}")
         check_int("batch_size", batch_size, minimum=1)
-        return DataLoader(data, batch_size=batch_size, sampler=shard(data, shuffle=shuffle, seed=seed,
-                                                                     drop_last=drop_last))
+        return DataLoader(data, batch_size=batch_size, sampler=shard_sampler(data, shuffle=shuffle, seed=seed,
+                                                                             drop_last=drop_last))
 
     def _to(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = batch
@@ -114,27 +94,35 @@ class Trainer:
         engine, state = self.engine, self.engine.state
         engine.train_begin(epochs, steps_per_epoch=len(loader))
         start = state.epoch
-        for epoch in range(start, epochs):
-            set_epoch = getattr(sampler, "set_epoch", None)
-            if set_epoch is not None:
-                set_epoch(epoch)
-            engine.epoch_begin(epoch)
-            self.model.train()
-            acc = self._means()
-            for i, batch in enumerate(loader):
-                x, y = self._to(batch)
-                engine.batch_begin(i)
-                loss, out = self._step(x, y)
-                self._record(acc, loss, out, y)
-                engine.batch_end({"loss": loss.detach()})
-            logs = acc.means()
-            if val_data is not None:
-                logs.update({f"val_{k}": v for k, v in self.evaluate(val_data, batch_size=batch_size).items()})
-            engine.epoch_end(logs)
-            if state.stop_training:
-                break
-        engine.train_end()
-        return History(history={k: list(v) for k, v in state.history.items()}, epochs_run=state.epoch - start)
+        try:
+            for epoch in range(start, epochs):
+                set_epoch = getattr(sampler, "set_epoch", None)
+                if set_epoch is not None:
+                    set_epoch(epoch)
+                engine.epoch_begin(epoch)
+                logs = self._train_batches(loader, engine.batch_begin, lambda i, step_logs: engine.batch_end(step_logs))
+                if val_data is not None:
+                    logs.update({f"val_{k}": v for k, v in self.evaluate(val_data, batch_size=batch_size).items()})
+                engine.epoch_end(logs)
+                if state.stop_training:
+                    break
+        finally:
+            engine.train_end()
+        return History(history={k: list(v) for k, v in state.history.items()}, epoch=list(range(start, state.epoch)))
+
+    def _train_batches(self, loader: DataLoader, begin: Callable[[int], None],
+                       end: Callable[[int, Mapping[str, Any]], None]) -> dict[str, float]:
+        """Train one pass over ``loader``, calling ``begin(i)``/``end(i, logs)`` around step ``i``; return the
+        mean loss and metrics (fit's epochs and the elastic loop's steps both run here)."""
+        self.model.train()
+        acc = self._means()
+        for i, batch in enumerate(loader):
+            x, y = self._to(batch)
+            begin(i)
+            loss, out = self._step(x, y)
+            self._record(acc, loss, out, y)
+            end(i, {"loss": loss.detach()})
+        return acc.means()
 
     def _means(self) -> BatchMeans:
         """Loss/metric values kept on the model's device: read once per epoch, never synced per step."""
@@ -157,11 +145,16 @@ class Trainer:
 
     def fit_elastic(self, train_data: Any, epochs: int, *, batch_size: int, commit_every: int = 10,
                     shuffle: bool = True, seed: int = 0) -> History:
-        """Elastic training under ``horovodrun --min-np/--max-np`` (see :mod:`hvdkit.torch.elastic`)."""
-        from hvdkit.torch.elastic import fit_elastic
-
-        return fit_elastic(self, train_data, epochs, batch_size=batch_size, commit_every=commit_every,
-                           shuffle=shuffle, seed=seed)
+        """Train under Horovod's elastic driver (``horovodrun --min-np/--max-np``), surviving workers
+        that leave or join: the core's :class:`~hvdkit.core.elastic.loop.ElasticLoop` commits every
+        ``commit_every`` steps and at each epoch end, rolls back after a failure and re-deals the
+        rest of the epoch over the new workers. ``History.elastic`` holds its resets and recovery times."""
+        if not isinstance(train_data, Dataset) or not isinstance(train_data, Sized):
+            raise TypeError("train_data must be a map-style torch Dataset with a length for fit_elastic, got "
+                            f"{type(train_data).__name__}")
+        loop = ElasticLoop(self.engine, len(train_data), epochs=epochs, batch_size=batch_size,
+                           commit_every=commit_every, shuffle=shuffle, seed=seed)
+        return loop.run(TorchElasticAdapter(self.model, self.optimizer, train_data, batch_size, self._train_batches))
 
     @torch.no_grad()
     def evaluate(self, data: Any, *, batch_size: int | None = None) -> dict[str, float]:

@@ -5,7 +5,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from hvdkit.core.elastic_sampler import ElasticIndexSampler
+from hvdkit.core.elastic.sampler import ElasticIndexSampler
 
 
 def deal(sampler, size):

@@ -24,7 +24,7 @@ from hvdkit.keras.callbacks import (  # noqa: E402
     LearningRateWarmup,
     MetricAverage,
 )
-from hvdkit.keras.callbacks.bridge import EngineBridge  # noqa: E402
+from hvdkit.keras.engine_bridge import EngineBridge  # noqa: E402
 
 LAST: list = [[]]
 
@@ -79,8 +79,6 @@ model.build((None, 7))
 t0 = time.monotonic()
 hist = hk.fit_elastic(model, x, y, epochs=args.epochs, batch_size=args.batch, commit_every=args.commit_every,
                       seed=3, callbacks=cbs, verbose=0)
-engine = model._hvdkit_engine
 if hk.rank() == 0:
-    protocol.summary(engine.state, engine.elastic, len(hist.epoch),
-                     None if not ckpt or not ckpt.checkpoint.restored else ckpt.checkpoint.restored.epoch,
-                     hist.history, t0)
+    protocol.summary(model._hvdkit_engine.state, hist.elastic, hist.epochs_run,
+                     None if not ckpt or not ckpt.restored else ckpt.restored.epoch, hist.history, t0)

@@ -60,5 +60,5 @@ trainer = hk.Trainer(model, opt, nn.CrossEntropyLoss(), callbacks=cbs)
 t0 = time.monotonic()
 hist = trainer.fit_elastic(data, epochs=args.epochs, batch_size=args.batch, commit_every=args.commit_every, seed=3)
 if hk.rank() == 0:
-    protocol.summary(trainer.state, trainer.elastic, hist.epochs_run,
+    protocol.summary(trainer.state, hist.elastic, hist.epochs_run,
                      None if not ckpt or not ckpt.restored else ckpt.restored.epoch, hist.history, t0)

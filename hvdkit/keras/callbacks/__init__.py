@@ -1,16 +1,25 @@
-"""hvdkit's callbacks for Keras 3 ``model.fit``; each delegates to the shared core callback.
+"""hvdkit's callbacks for Keras 3 ``model.fit``: the classes of ``hvdkit.callbacks``, as Keras callbacks.
 
     from hvdkit.keras.callbacks import (BroadcastInitialState, Checkpoint, LearningRateSchedule,
                                         LearningRateWarmup, MetricAverage, MetricsLogger, ProgressBar)
+
+Each is made from the core class by :func:`~hvdkit.keras.engine_bridge.keras_callback` (same
+constructor, same classmethods); ``Checkpoint`` adds ``resume_epoch`` and ``ProgressBar`` replaces
+Keras's own progress bar.
 """
 
-from hvdkit.keras.callbacks.broadcast_initial_state import BroadcastInitialState
+from hvdkit import callbacks as core
 from hvdkit.keras.callbacks.checkpoint import Checkpoint
-from hvdkit.keras.callbacks.lr_schedule import LearningRateSchedule
-from hvdkit.keras.callbacks.lr_warmup import LearningRateWarmup
-from hvdkit.keras.callbacks.metric_average import MetricAverage
-from hvdkit.keras.callbacks.metrics_logger import MetricsLogger
 from hvdkit.keras.callbacks.progress import ProgressBar
+from hvdkit.keras.engine_bridge import keras_callback
+
+BroadcastInitialState = keras_callback(core.BroadcastInitialState)
+LearningRateSchedule = keras_callback(core.LearningRateSchedule)
+LearningRateWarmup = keras_callback(core.LearningRateWarmup)
+MetricAverage = keras_callback(
+    core.MetricAverage, "Averages the epoch logs (training and validation metrics) over ranks in place, so "
+    "``History`` and Keras's progress bar show the global values.")
+MetricsLogger = keras_callback(core.MetricsLogger)
 
 __all__ = ["BroadcastInitialState", "Checkpoint", "LearningRateSchedule", "LearningRateWarmup", "MetricAverage",
            "MetricsLogger", "ProgressBar"]

@@ -1,18 +1,24 @@
-"""Keras's own progress bar on rank 0 only."""
+"""The Keras ``ProgressBar``: hvdkit's tqdm bar on rank 0, in place of Keras's own."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import horovod.tensorflow as hvd
 import keras
 
+from hvdkit import callbacks as core
+from hvdkit.keras.engine_bridge import keras_callback
 
-class ProgressBar(keras.callbacks.ProgbarLogger):
-    """Pass it in ``callbacks`` (with any ``verbose``): Keras then uses it instead of its
-    default progress bar, and it prints on rank 0 only."""
 
-    def set_params(self, params: dict[str, Any]) -> None:
-        super().set_params(params)
-        if hvd.rank() != 0:
-            self.verbose = 0
+class ProgressBar(keras_callback(core.ProgressBar), keras.callbacks.ProgbarLogger):  # type: ignore[misc]
+    """hvdkit's progress bar (one tqdm bar per epoch, rank 0 only), the same class as
+    :class:`hvdkit.callbacks.ProgressBar`. Being a ``ProgbarLogger`` too, it replaces the progress bar
+    Keras would add for ``verbose=1``, on every rank; its own printing of validation and prediction
+    progress is off."""
+
+    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None: ...
+    def on_test_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None: ...
+    def on_test_end(self, logs: dict[str, Any] | None = None) -> None: ...
+    def on_predict_begin(self, logs: dict[str, Any] | None = None) -> None: ...
+    def on_predict_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None: ...
+    def on_predict_end(self, logs: dict[str, Any] | None = None) -> None: ...

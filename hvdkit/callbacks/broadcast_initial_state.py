@@ -1,0 +1,34 @@
+"""Give every rank rank 0's model and optimizer state before the first step."""
+
+from __future__ import annotations
+
+from hvdkit.core.callback import Callback
+from hvdkit.core.state import TrainState
+from hvdkit.core.validation import check_int
+
+
+class BroadcastInitialState(Callback):
+    """At ``on_train_begin``, after a checkpoint restore, broadcast model and optimizer state from
+    ``root_rank`` (through the adapter's ``FrameworkOps.broadcast_state``).
+
+    Unlike Horovod's ``BroadcastGlobalVariablesCallback`` (which broadcasts after the first batch),
+    the optimizer's slots are created first, so even the first step starts from rank 0's weights.
+    Under elastic training it does nothing: the elastic state's first sync broadcasts everything,
+    and a collective here would make a worker that joins later wait in a broadcast nobody else is
+    in (horovod#2652). PyTorch's ``distribute`` (and so the ``Trainer``) already broadcasts.
+    """
+
+    order = -50  # after a checkpoint restore, before anything reads the weights
+
+    def __init__(self, root_rank: int = 0) -> None:
+        self.root_rank = check_int("root_rank", root_rank, minimum=0)
+
+    def on_train_begin(self, state: TrainState) -> None:
+        if state.elastic or state.comm.size == 1:
+            return
+        if self.root_rank >= state.comm.size:
+            raise ValueError(f"root_rank must be < the number of workers ({state.comm.size}), got {self.root_rank}")
+        state.ops.broadcast_state(self.root_rank)
+
+    def __repr__(self) -> str:
+        return f"BroadcastInitialState(root_rank={self.root_rank})"

@@ -1,0 +1,198 @@
+"""The elastic training loop: one implementation of commit, rollback and reset for every framework.
+
+Horovod's elastic mode (``horovod/common/elastic.py``) restarts a function when workers fail or
+hosts change: a ``State`` is committed in memory every few steps, rolled back to the last commit
+after a failure, synchronised from rank 0 after every reset. What it leaves to the user is the
+training run around it. :class:`ElasticLoop` supplies that, framework-free:
+
+- the data position: an :class:`~hvdkit.core.elastic.sampler.ElasticIndexSampler` (the same on every
+  worker, so no allgather) deals out the epoch's untrained samples over the current workers;
+- a snapshot of the engine's counters, callback states, LR and the sampler goes into every commit
+  (:class:`~hvdkit.core.elastic.state.LoopCommit` mixes it into the adapter's Horovod ``State``);
+- after a rollback, a sync or a reset the snapshot is put back and the LR follows the linear
+  scaling rule for the new world size (through :meth:`Engine.set_lr_target
+  <hvdkit.core.engine.Engine.set_lr_target>`, its one owner); callbacks get ``on_reset``.
+
+An adapter supplies an :class:`ElasticAdapter`: its ``State`` class, Horovod's retry decorator for
+its framework, and a function that trains a list of sample indices, calling :meth:`ElasticLoop.step_begin`
+and :meth:`ElasticLoop.step_end` around each step.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from hvdkit.core.elastic.sampler import ElasticIndexSampler
+from hvdkit.core.engine import Engine
+from hvdkit.core.events import Event
+from hvdkit.core.history import History
+from hvdkit.core.validation import check_int
+
+log = logging.getLogger("hvdkit")
+
+
+class CommitState(Protocol):
+    """The part of Horovod's elastic ``State`` the loop uses."""
+
+    def commit(self) -> None: ...
+    def register_reset_callbacks(self, callbacks: list[Callable[[], None]]) -> None: ...
+
+
+class ElasticAdapter(Protocol):
+    """What a framework adapter gives the loop.
+
+    ``batch_end_in_step``: True when ``step_end`` runs right after its step on the training thread
+    (PyTorch); False when it may run later on another thread (Keras's asynchronous callbacks), so
+    the loop must not move the counters there (see :meth:`Engine.batch_end <hvdkit.core.engine.Engine.batch_end>`).
+    """
+
+    batch_end_in_step: bool
+
+    def make_state(self, loop: ElasticLoop) -> CommitState:
+        """Horovod elastic ``State`` holding the framework's model and optimizer state plus the
+        loop's snapshot (mix in :class:`~hvdkit.core.elastic.state.LoopCommit`)."""
+        ...
+
+    def run(self, func: Callable[[Any], None]) -> Callable[[Any], None]:
+        """Horovod's elastic retry decorator for this framework (``hvd.elastic.run``)."""
+        ...
+
+    def train_steps(self, loop: ElasticLoop, indices: Sequence[int]) -> Mapping[str, float]:
+        """Train this worker's ``indices`` in batches, calling ``loop.step_begin(i)`` before and
+        ``loop.step_end(i, logs)`` after step ``i`` (0-based within this call); return the mean
+        loss and metrics of those steps."""
+        ...
+
+
+class ElasticLoop:
+    """Run ``epochs`` epochs over ``num_samples`` samples under Horovod's elastic driver.
+
+    After :meth:`run`, ``resets`` counts the elastic resets and ``recovery_seconds`` lists, per
+    reset, the time from noticing the failure (or the host change) to the first step done after it.
+    """
+
+    def __init__(self, engine: Engine, num_samples: int, *, epochs: int, batch_size: int, commit_every: int = 10,
+                 shuffle: bool = True, seed: int = 0) -> None:
+        self.epochs = check_int("epochs", epochs, minimum=1)
+        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.commit_every = check_int("commit_every", commit_every, minimum=1)
+        if not engine.state.elastic:
+            raise RuntimeError(
+                "fit_elastic needs Horovod's elastic driver: run it with horovodrun --min-np N --max-np M "
+                "--host-discovery-script SCRIPT (hvdkit elastic-local on one machine); for a fixed set of "
+                "workers use fit")
+        self.engine = engine
+        self.sampler = ElasticIndexSampler(num_samples, shuffle=shuffle, seed=seed)
+        self.resets = 0
+        self.recovery_seconds: list[float] = []
+        self._failed_at: float | None = None
+        self._state: CommitState | None = None
+        self._last: dict[str, Any] | None = None
+        self._offset = self._base = self._steps = 0
+        self._advance = True
+
+    def steps_per_epoch(self) -> int:
+        """Batches per epoch on each worker for the current world size."""
+        return math.ceil(self.sampler.num_samples / (self.batch_size * self.engine.state.comm.size))
+
+    # -- the run ---------------------------------------------------------------------
+    def run(self, adapter: ElasticAdapter) -> History:
+        """Train to the last epoch through every reset; return the run's history."""
+        engine, s = self.engine, self.engine.state
+        engine.elastic, engine.driver = self, self
+        start = s.epoch
+        try:
+            engine.train_begin(self.epochs, steps_per_epoch=self.steps_per_epoch())  # rank 0 may resume here
+            start = s.epoch
+            self.sampler.set_epoch(s.epoch)
+            self._state = adapter.make_state(self)
+            self._state.register_reset_callbacks([self.on_reset])
+            self._advance = adapter.batch_end_in_step
+            adapter.run(lambda state: self._train(adapter, state))(self._state)
+        finally:
+            try:
+                engine.train_end()
+            finally:
+                engine.elastic = engine.driver = None
+        return History(history={k: list(v) for k, v in s.history.items()}, epoch=list(range(start, s.epoch)),
+                       elastic=self)
+
+    def _train(self, adapter: ElasticAdapter, state: CommitState) -> None:
+        engine, s = self.engine, self.engine.state
+        while s.epoch < self.epochs:
+            s.steps_per_epoch = self.steps_per_epoch()
+            if s.batch == 0:
+                engine.epoch_begin(s.epoch)
+            self._offset, self._base, self._steps = s.batch, s.global_step, 0
+            indices = self.sampler.layout(s.comm.rank, s.comm.size).tolist()
+            logs = adapter.train_steps(self, indices) if len(indices) else {}
+            # After a reset mid-epoch the epoch's logs cover the steps since the reset.
+            s.batch, s.global_step = self._offset + self._steps, self._base + self._steps
+            engine.epoch_end(logs)
+            self.sampler.set_epoch(s.epoch)
+            state.commit()
+            if s.stop_training:
+                break
+
+    # -- called by the adapter around each step ---------------------------------------
+    def step_begin(self, i: int) -> None:
+        """Before step ``i`` of the current call: commit when due (the commit covers the ``i`` steps
+        done so far; Horovod may raise ``HostsUpdatedInterrupt`` here), then the engine's batch begin."""
+        s = self.engine.state
+        s.batch, s.global_step = self._offset + i, self._base + i
+        if i > 0 and s.global_step % self.commit_every == 0:
+            self.sampler.record(i, self.batch_size)
+            assert self._state is not None, "step_begin() outside run()"
+            self._state.commit()
+        self._steps = i + 1
+        self.engine.batch_begin(s.batch, global_step=s.global_step)
+
+    def step_end(self, i: int, logs: Mapping[str, Any] | None = None) -> None:
+        """After step ``i``: the engine's batch end; records the recovery time after a reset."""
+        self.engine.batch_end(logs, advance=self._advance)
+        if self._failed_at is not None and self.resets:
+            self.recovery_seconds.append(time.monotonic() - self._failed_at)
+            self._failed_at = None
+
+    # -- commits, rollbacks, resets (called through LoopCommit and Horovod) -------------
+    def snapshot(self) -> dict[str, Any]:
+        """What a commit holds beside the framework state: counters, callback states, the LR and the
+        world size it is scaled for, and the data position."""
+        s = self.engine.state
+        self._last = {"counters": s.counters(), "callbacks": self.engine.dispatcher.state_dict(),
+                      "lr": s.ops.get_lr(), "world_size": s.target_world_size, "sampler": self.sampler.state_dict()}
+        return self._last
+
+    def apply(self, snap: dict[str, Any] | None = None) -> None:
+        """Put a commit (rank 0's, after a sync) back, rescaled to the current world size.
+
+        Everything is derived from the snapshot and the world size, never from the current LR, so
+        applying one snapshot several times (restore, reset, sync) gives the same result.
+        """
+        snap = snap or self._last
+        if not snap:
+            return
+        self.sampler.load_state_dict(snap["sampler"])
+        self.engine.restore_progress(snap["counters"], snap["callbacks"], world_size=snap["world_size"],
+                                     optimizer_lr=snap["lr"])
+        self._last = snap
+
+    def failure_noticed(self) -> None:
+        """A collective failed: the state rolls back to the last commit."""
+        self._failed_at = time.monotonic()
+
+    def on_reset(self) -> None:
+        """After Horovod re-initialised with a new set of workers."""
+        self.resets += 1
+        if self._failed_at is None:  # a host change (no rollback): noticed at this reset
+            self._failed_at = time.monotonic()
+        self.apply()  # the last commit (already restored after a failure), rescaled to the new size
+        s = self.engine.state
+        if s.is_root:
+            log.warning("elastic reset #%d: %d worker(s) now; resuming from epoch %d, batch %d (step %d)",
+                        self.resets, s.comm.size, s.epoch, s.batch, s.global_step)
+        self.engine.fire(Event.RESET)
