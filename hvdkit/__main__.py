@@ -1,3 +1,5 @@
+"""``python -m hvdkit``: the ``hvdkit`` command."""
+
 import sys
 
 from hvdkit.cli import main

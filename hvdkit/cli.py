@@ -7,6 +7,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``hvdkit`` command: doctor, build-horovod, elastic-local, bench."""
     parser = argparse.ArgumentParser(prog="hvdkit", description="Horovod data-parallel training toolkit")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -21,11 +21,13 @@ from hvdkit.runtime.tuning import (
 
 @dataclass
 class Report:
+    """What ``hvdkit doctor`` found: facts, and problems with their fixes."""
     facts: dict[str, Any] = field(default_factory=dict)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (problem, fix)
     fatal: bool = False
 
     def problem(self, what: str, fix: str, fatal: bool = False) -> None:
+        """Record a problem and its fix; ``fatal`` when hvdkit cannot run."""
         self.problems.append((what, fix))
         self.fatal = self.fatal or fatal
 
@@ -75,6 +77,7 @@ def _horovod_build(report: Report) -> None:
 
 
 def collect() -> Report:
+    """Inspect this environment."""
     r = Report()
     f = r.facts
     f["python"] = platform.python_version()
@@ -117,6 +120,7 @@ def collect() -> Report:
 
 
 def render(r: Report) -> str:
+    """The report as text."""
     f = r.facts
     lines = ["hvdkit doctor", ""]
     for key in ("python", "hvdkit", "torch", "tensorflow", "keras", "horovod", "mpi", "cpu_count"):
@@ -141,6 +145,7 @@ def render(r: Report) -> str:
 
 
 def main(as_json: bool = False) -> int:
+    """Print the report (``--json`` for machines); exit 1 when hvdkit cannot run."""
     r = collect()
     if as_json:
         print(json.dumps({"facts": r.facts, "problems": [{"problem": p, "fix": x} for p, x in r.problems],

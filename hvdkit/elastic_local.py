@@ -37,6 +37,7 @@ def write_discovery(directory: str | os.PathLike[str], slots_per_host: int = 1,
 
 
 def command(np: int, min_np: int, script: Path, cmd: list[str], extra: list[str] | None = None) -> list[str]:
+    """The ``horovodrun`` command line for an elastic job on this machine."""
     if np < 1 or min_np < 1 or min_np > np:
         raise ValueError(f"np and min_np must satisfy 1 <= min_np <= np, got np={np}, min_np={min_np}")
     return ["horovodrun", "-np", str(np), "--min-np", str(min_np), "--max-np", str(np), "--network-interface", "lo",
@@ -44,6 +45,7 @@ def command(np: int, min_np: int, script: Path, cmd: list[str], extra: list[str]
 
 
 def main(argv: list[str]) -> int:
+    """``hvdkit elastic-local``: write the discovery files and exec horovodrun."""
     import argparse
 
     p = argparse.ArgumentParser(prog="hvdkit elastic-local", description=__doc__.splitlines()[0])

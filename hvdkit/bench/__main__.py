@@ -1,3 +1,5 @@
+"""``python -m hvdkit.bench``: the benchmark command."""
+
 import sys
 
 from hvdkit.bench.cli import main

@@ -17,6 +17,7 @@ from typing import Any
 
 
 def run(megabytes: int = 256, repeats: int = 3, directory: str | None = None) -> dict:
+    """Time hvdkit's checkpoint save/restore against plain torch.save/torch.load; return the results."""
     import torch
 
     from hvdkit.core.checkpoint_store import CheckpointStore

@@ -16,12 +16,14 @@ from hvdkit.bench.suites import SUITES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the ``hvdkit bench`` options to ``parser``."""
     p.add_argument("suites", nargs="*", default=["all"], help=f"any of {', '.join(SUITES)}, or all (default)")
     p.add_argument("--out", default="bench-results", help="folder for results.json, plots and report.md")
     p.add_argument("--quick", action="store_true", help="smaller sizes and fewer steps (a smoke run)")
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:
+    """Run the suites ``args`` names, print the tables and write results, report and plots."""
     chosen = list(SUITES) if args.suites in (["all"], []) else args.suites
     bad = [s for s in chosen if s not in SUITES]
     if bad:
@@ -52,6 +54,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m hvdkit.bench``: parse ``argv`` and run."""
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(prog="hvdkit bench", description=__doc__)
     add_arguments(p)

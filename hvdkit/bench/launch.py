@@ -10,13 +10,18 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hvdkit.runtime.tuning import RUNTIME_DEFAULTS
 
 TIMEOUT = 900
 
+#: One benchmark's or suite's results (JSON-ready).
+Result = dict[str, Any]
+
 
 class BenchError(RuntimeError):
+    """A benchmark worker failed; the message holds its output."""
     pass
 
 

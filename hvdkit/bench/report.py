@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
-from typing import Any
 
+from hvdkit.bench.launch import Result
 from hvdkit.runtime.tuning import available_cores
 
 
-def _verdict(t: dict[str, Any]) -> str:
+def _verdict(t: Result) -> str:
     if t["goal"] is None or t["measured"] is None:
         return "reported"
     ok = t["measured"] <= t["goal"] if t.get("lower_is_better") else t["measured"] >= t["goal"]
     return "met" if ok else "MISSED"
 
 
-def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+def targets(results: Result) -> list[Result]:
+    """Each target's measured value, goal and verdict from the suites' results."""
     return [dict(t, verdict=_verdict(t)) for suite in results["suites"].values() for t in suite.get("targets", [])]
 
 
@@ -24,7 +25,8 @@ def _human(nbytes: int) -> str:
     return f"{nbytes // (1 << 20)} MiB" if nbytes >= 1 << 20 else f"{nbytes // 1024} KiB"
 
 
-def print_tables(results: dict[str, Any]) -> None:
+def print_tables(results: Result) -> None:
+    """Print one table per suite and the targets to the terminal."""
     from rich.console import Console
     from rich.table import Table
 
@@ -73,7 +75,8 @@ def print_tables(results: dict[str, Any]) -> None:
     con.print(t)
 
 
-def plot(results: dict[str, Any], out: Path) -> list[Path]:
+def plot(results: Result, out: Path) -> list[Path]:
+    """Write the bandwidth and throughput plots (PNG) into ``out``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -115,13 +118,14 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
     return made
 
 
-def _paired_row(name: str, r: dict[str, Any]) -> list[str]:
+def _paired_row(name: str, r: Result) -> list[str]:
     ms, q = r["ms_per_step"], r["ratio_quartiles"]
     return [name, f"{ms['hvdkit']:.3f}", f"{ms['horovod']:.3f}", f"{r['overhead_us_per_step']:+.0f}",
             f"{r['ratio_median']:.3f}", f"{q[0]:.3f}-{q[1]:.3f}"]
 
 
-def markdown(results: dict[str, Any], plots: list[Path]) -> str:
+def markdown(results: Result, plots: list[Path]) -> str:
+    """The results as a Markdown report."""
     lines = [f"Measured {results['date']} on {results['machine']}.", "", f"Command: `{results['command']}`", ""]
     lines += ["| target | measured | verdict |", "| --- | --- | --- |"]
     for tg in targets(results):
@@ -160,5 +164,6 @@ def markdown(results: dict[str, Any], plots: list[Path]) -> str:
 
 
 def machine() -> str:
+    """Facts about this machine recorded beside the results."""
     return (f"{platform.node() or 'host'}: {available_cores()} cores, {platform.machine()}, "
             f"Python {platform.python_version()}")

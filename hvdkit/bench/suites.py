@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from hvdkit.bench.launch import run_worker
+from hvdkit.bench.launch import Result, run_worker
 
 AR = "hvdkit.bench.workers.allreduce"
 TT = "hvdkit.bench.workers.train_torch"
@@ -13,7 +12,9 @@ TK = "hvdkit.bench.workers.train_keras"
 AO = "hvdkit.bench.workers.adapter_overhead"
 
 
-def allreduce(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
+
+def allreduce(quick: bool, log: Callable[[str], None]) -> Result:
+    """Allreduce bandwidth of hvdkit, raw Horovod, torch.distributed and mpi4py over the message sizes."""
     args = ["--max-mib", "16" if quick else "256"]
     runs = {
         "hvdkit (MPI, hvdkit defaults)": ("horovodrun", ["--impl", "hvdkit"]),
@@ -22,7 +23,7 @@ def allreduce(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
         "torch.distributed (gloo)": ("torchrun", ["--impl", "torch_gloo"]),
         "mpi4py (Open MPI)": ("mpirun", ["--impl", "mpi4py"]),
     }
-    out: dict[str, Any] = {}
+    out: Result = {}
     for name, (launcher, a) in runs.items():
         log(f"allreduce: {name}")
         out[name] = run_worker(launcher, 2, AR, [*a, *args])["rows"]
@@ -35,7 +36,9 @@ def allreduce(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
          "measured": min(big) if big else None, "goal": 1.0}]}
 
 
-def throughput(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
+def throughput(quick: bool, log: Callable[[str], None]) -> Result:
+    """Training throughput: hvdkit's Trainer at 1 and 2 processes, raw Horovod, DDP, and the paired adapter
+    overhead."""
     steps = ["--steps", "10" if quick else "30", "--epochs", "3" if quick else "4"]
     runs = {
         "hvdkit 1 proc x 1 thread": ("horovodrun", 1, ["--impl", "hvdkit"], {"HVDKIT_THREADS": "1"}, False),
@@ -45,7 +48,7 @@ def throughput(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
         "horovod loop 2 procs (hvdkit's runtime settings)": ("horovodrun", 2, ["--impl", "horovod"], {}, True),
         "PyTorch DDP (gloo) 2 procs": ("torchrun", 2, ["--impl", "ddp"], {}, False),
     }
-    res: dict[str, Any] = {}
+    res: Result = {}
     for name, (launcher, np, a, env, tuned) in runs.items():
         log(f"throughput: {name}")
         res[name] = run_worker(launcher, np, TT, [*a, *steps], tuned=tuned, extra_env=env)
@@ -77,7 +80,8 @@ def throughput(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
     ]}
 
 
-def keras(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
+def keras(quick: bool, log: Callable[[str], None]) -> Result:
+    """Keras ``model.fit`` and an hvdkit tape loop against MultiWorkerMirroredStrategy."""
     steps = ["--steps", "10" if quick else "30", "--epochs", "3" if quick else "4"]
     res = {}
     log("keras: hvdkit.keras model.fit 2 procs")
@@ -96,7 +100,8 @@ def keras(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
          "measured": tape["samples_per_s"] / mwms["samples_per_s"], "goal": 1.0}]}
 
 
-def checkpoint(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
+def checkpoint(quick: bool, log: Callable[[str], None]) -> Result:
+    """hvdkit's atomic checkpoint save/restore against torch.save/torch.load."""
     from hvdkit.bench.checkpoint import run
 
     log("checkpoint: save/restore")
@@ -107,5 +112,5 @@ def checkpoint(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
          "goal": None}]}
 
 
-SUITES: dict[str, Callable[[bool, Callable[[str], None]], dict[str, Any]]] = {
+SUITES: dict[str, Callable[[bool, Callable[[str], None]], Result]] = {
     "allreduce": allreduce, "throughput": throughput, "keras": keras, "checkpoint": checkpoint}

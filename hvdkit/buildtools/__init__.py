@@ -1,0 +1,2 @@
+"""hvdkit's reproducible, patched Horovod build (see ``horovod_wheel``)."""
+

@@ -100,15 +100,18 @@ class BuildInputs:
 
     @property
     def variant(self) -> str:
+        """``cuda`` when GPU operations are built in, else ``cpu``."""
         return "cuda" if self.flags.get("HOROVOD_GPU_OPERATIONS") or self.flags.get("HOROVOD_GPU_ALLREDUCE") else "cpu"
 
     @property
     def key(self) -> str:
+        """The cache key: a hash of every input."""
         blob = json.dumps(asdict(self), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     @property
     def local_label(self) -> str:
+        """The wheel's local version label, ``hvdkit.<variant>.<key>``."""
         return f"hvdkit.{self.variant}.{self.key}"
 
 
@@ -145,6 +148,7 @@ def collect_inputs(environ: dict[str, str] | None = None) -> BuildInputs:
 
 
 def cached_wheel(inputs: BuildInputs, root: Path | None = None) -> Path | None:
+    """The cached wheel built from ``inputs``, or None."""
     folder = (root or cache_root()) / "horovod" / inputs.key
     wheels = sorted(folder.glob("horovod-*.whl")) if folder.is_dir() else []
     return wheels[0] if wheels else None
@@ -190,6 +194,7 @@ _DIAGNOSES = [
 
 
 def diagnose(log_text: str) -> str:
+    """The likely fix for the first known failure signature in a build log."""
     for pattern, fix in _DIAGNOSES:
         if re.search(pattern, log_text):
             return fix
@@ -271,6 +276,7 @@ def build_wheel(inputs: BuildInputs, root: Path | None = None, jobs: int | None 
 
 
 def installed_horovod_version() -> str | None:
+    """The installed horovod's version string, or None."""
     try:
         return metadata.version("horovod")
     except metadata.PackageNotFoundError:

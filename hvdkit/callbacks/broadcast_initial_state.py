@@ -24,6 +24,7 @@ class BroadcastInitialState(Callback):
         self.root_rank = check_int("root_rank", root_rank, minimum=0)
 
     def on_train_begin(self, state: TrainState) -> None:
+        """Broadcast model and optimizer state from ``root_rank`` (not under elastic training)."""
         if state.elastic or state.comm.size == 1:
             return
         if self.root_rank >= state.comm.size:

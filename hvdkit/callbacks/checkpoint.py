@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
 
 from hvdkit.core.callback import Callback
 from hvdkit.core.checkpoint_store import CheckpointStore, Manifest
 from hvdkit.core.engine import Engine
 from hvdkit.core.events import Event
 from hvdkit.core.state import TrainState
+from hvdkit.core.types import Snapshot
 from hvdkit.core.validation import check_int
 
 log = logging.getLogger("hvdkit")
@@ -44,16 +44,18 @@ class Checkpoint(Callback):
         return self.store.directory
 
     def bind(self, engine: Engine) -> None:
+        """Remember the engine: its callbacks' states go into every checkpoint."""
         self._engine = engine
 
     @property
     def engine(self) -> Engine:
+        """The engine this checkpoint belongs to (set when training starts)."""
         if self._engine is None:
             raise RuntimeError("Checkpoint is not attached to a training run yet (pass it in callbacks)")
         return self._engine
 
     # -- saving ---------------------------------------------------------------
-    def snapshot(self, state: TrainState) -> dict[str, Any]:
+    def snapshot(self, state: TrainState) -> Snapshot:
         """Model, optimizer and RNG state, counters and every callback's state (the world size the
         LR is scaled for goes into the manifest)."""
         return {
@@ -74,6 +76,7 @@ class Checkpoint(Callback):
 
     def on_epoch_save(self, state: TrainState) -> None:
         # Fired after on_epoch_end: state.epoch already counts the finished epoch.
+        """Save every ``every_n_epochs`` epochs and after the last one."""
         last = bool(state.epochs) and state.epoch >= state.epochs
         if state.epoch % self.every_n_epochs == 0 or last:
             self.save(state)
@@ -106,6 +109,7 @@ class Checkpoint(Callback):
         return manifest
 
     def on_train_begin(self, state: TrainState) -> None:
+        """With ``resume``, restore the newest valid checkpoint (once per run)."""
         if self.resume and self.restored is None and self.load_latest(state) is not None:
             self.engine.fire(Event.CHECKPOINT_RESTORED)
 

@@ -34,6 +34,7 @@ class LearningRateSchedule(Callback):
 
     @classmethod
     def step_decay(cls, milestones: Sequence[int], gamma: float = 0.1) -> LearningRateSchedule:
+        """Multiply the LR by ``gamma`` at each epoch in ``milestones``."""
         if isinstance(milestones, (str, bytes)) or not isinstance(milestones, Sequence) or not milestones:
             raise ValueError(f"milestones must be a non-empty sequence of epochs, got {milestones!r}")
         ms = list(milestones)
@@ -44,6 +45,7 @@ class LearningRateSchedule(Callback):
 
     @classmethod
     def cosine(cls, end_epoch: float, start_epoch: float = 0.0, min_factor: float = 0.0) -> LearningRateSchedule:
+        """Cosine decay from 1 at ``start_epoch`` to ``min_factor`` at ``end_epoch`` (fractional epochs)."""
         start = check_number("start_epoch", start_epoch, minimum=0)
         end = check_number("end_epoch", end_epoch, minimum=start, strict_min=True)
         lo = check_number("min_factor", min_factor, minimum=0, maximum=1)
@@ -51,10 +53,12 @@ class LearningRateSchedule(Callback):
 
     @classmethod
     def from_name(cls, name: str, **kwargs: Any) -> LearningRateSchedule:
+        """Build a schedule by name (``"step_decay"`` or ``"cosine"``) with that constructor's arguments."""
         check_choice("name", name, ["step_decay", "cosine"])
         return getattr(cls, name)(**kwargs)
 
     def on_batch_begin(self, state: TrainState) -> None:
+        """Set this schedule's LR factor for the current (fractional) epoch."""
         epoch = float(state.epoch) if self.staircase else lrmath.fractional_epoch(
             state.epoch, state.batch, state.steps_per_epoch)
         factor = self.multiplier(epoch)

@@ -33,6 +33,7 @@ class LearningRateWarmup(Callback):
         self._done_logged = False
 
     def warmup_steps(self, state: TrainState) -> int:
+        """The warm-up length in optimizer steps."""
         spe = self.steps_per_epoch or state.steps_per_epoch
         if not spe:
             raise ValueError(
@@ -42,9 +43,11 @@ class LearningRateWarmup(Callback):
         return round(self.warmup_epochs * spe)
 
     def on_train_begin(self, state: TrainState) -> None:
+        """Tell the engine whether to apply momentum correction."""
         state.momentum_correction = self.momentum_correction
 
     def on_batch_begin(self, state: TrainState) -> None:
+        """Set the warm-up LR factor for the current global step."""
         factor = lrmath.warmup_factor(state.global_step, self.warmup_steps(state), state.comm.size)
         state.lr_factors["warmup"] = factor
         if factor == 1.0 and self.verbose and state.is_root and not self._done_logged:
@@ -55,7 +58,9 @@ class LearningRateWarmup(Callback):
         return f"LearningRateWarmup(warmup_epochs={self.warmup_epochs:g})"
 
     def state_dict(self) -> dict[str, Any]:
+        """Whether the end of the warm-up was logged."""
         return {"done_logged": self._done_logged}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
         self._done_logged = bool(state.get("done_logged", False))

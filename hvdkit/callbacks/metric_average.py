@@ -12,6 +12,7 @@ class MetricAverage(Callback):
     order = 50  # after callbacks that add metrics, before loggers
 
     def on_epoch_end(self, state: TrainState) -> None:
+        """Average the epoch's scalar logs over all ranks (one allreduce)."""
         scalars = {}
         for k, v in sorted(state.logs.items()):
             try:

@@ -33,6 +33,7 @@ class MetricsLogger(Callback):
         self._columns: list[str] | None = None
 
     def on_epoch_end(self, state: TrainState) -> None:
+        """Rank 0 appends (or prints) the epoch's row."""
         if not state.is_root:
             return
         row = {"epoch": state.epoch + 1, "global_step": state.global_step,

@@ -19,6 +19,7 @@ class ProgressBar(Callback):
         self._bar: Any = None
 
     def on_epoch_begin(self, state: TrainState) -> None:
+        """Open the epoch's bar (rank 0)."""
         if not state.is_root:
             return
         from tqdm.auto import tqdm
@@ -27,12 +28,14 @@ class ProgressBar(Callback):
                          leave=self.leave, dynamic_ncols=True, **self.tqdm_kwargs)
 
     def on_batch_end(self, state: TrainState) -> None:
+        """Advance the bar and show the batch logs."""
         if self._bar is not None:
             self._bar.update(1)
             if state.logs:
                 self._bar.set_postfix({k: f"{v:.4g}" for k, v in state.logs.items()}, refresh=False)
 
     def on_epoch_end(self, state: TrainState) -> None:
+        """Show the epoch logs and close the bar."""
         if self._bar is not None:
             self._bar.set_postfix({k: f"{v:.4g}" for k, v in state.logs.items()})
             self._bar.close()

@@ -26,24 +26,48 @@ class Callback:
         """Called once by the engine that will fire this callback's events."""
 
     def run_event(self, event: Event, state: TrainState) -> None:
+        """Call this callback's hook for ``event``."""
         getattr(self, event.method_name)(state)
 
-    def on_train_begin(self, state: TrainState) -> None: ...
-    def on_epoch_begin(self, state: TrainState) -> None: ...
-    def on_batch_begin(self, state: TrainState) -> None: ...
-    def on_batch_end(self, state: TrainState) -> None: ...
-    def on_epoch_end(self, state: TrainState) -> None: ...
-    def on_train_end(self, state: TrainState) -> None: ...
-    def on_epoch_save(self, state: TrainState) -> None: ...
-    def on_checkpoint_saved(self, state: TrainState) -> None: ...
-    def on_checkpoint_restored(self, state: TrainState) -> None: ...
-    def on_commit(self, state: TrainState) -> None: ...
-    def on_reset(self, state: TrainState) -> None: ...
+    def on_train_begin(self, state: TrainState) -> None:
+        """Training starts (a checkpoint may be restored here)."""
+
+    def on_epoch_begin(self, state: TrainState) -> None:
+        """An epoch starts (``state.epoch``)."""
+
+    def on_batch_begin(self, state: TrainState) -> None:
+        """A training step starts; LR callbacks set their factors here."""
+
+    def on_batch_end(self, state: TrainState) -> None:
+        """A training step ended; ``state.logs`` holds its logs."""
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        """An epoch ended; ``state.logs`` holds its logs (averaging callbacks may rewrite them)."""
+
+    def on_train_end(self, state: TrainState) -> None:
+        """Training ended (also after an error)."""
+
+    def on_epoch_save(self, state: TrainState) -> None:
+        """After ``on_epoch_end``, with the final logs and ``state.epoch`` counting the finished epoch."""
+
+    def on_checkpoint_saved(self, state: TrainState) -> None:
+        """A checkpoint was written."""
+
+    def on_checkpoint_restored(self, state: TrainState) -> None:
+        """A checkpoint was restored."""
+
+    def on_commit(self, state: TrainState) -> None:
+        """Elastic training committed its state."""
+
+    def on_reset(self, state: TrainState) -> None:
+        """Elastic training reset after workers left or joined (``state.comm.size`` is the new size)."""
 
     def state_dict(self) -> dict[str, Any]:
+        """What this callback must remember across a resume or an elastic reset."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` gave."""
         return None
 
     def __repr__(self) -> str:

@@ -38,6 +38,7 @@ _NAME = re.compile(r"^ckpt-(\d{6})-(\d{10})\.json$")
 
 @dataclass(frozen=True)
 class Manifest:
+    """A checkpoint's metadata: what it holds and the checksum of its payload."""
     epoch: int  # epochs completed
     global_step: int
     world_size: int
@@ -73,6 +74,7 @@ def _writer_alive(tmp_name: str) -> bool:
 
 
 def checksum(data: bytes) -> str:
+    """``<algorithm>:<hex digest>`` of ``data``."""
     import xxhash  # imported on use: `import hvdkit.core` (and `hvdkit doctor`) works without it
 
     return f"{CHECKSUM}:{xxhash.xxh3_128_hexdigest(data)}"
@@ -173,6 +175,7 @@ class CheckpointStore:
         return sorted(found, key=lambda p: p.name, reverse=True)
 
     def prune(self) -> None:
+        """Delete checkpoints beyond ``keep`` and temporary files of writers that died."""
         for old in self.manifests()[self.keep:]:
             for p in (old, old.with_suffix(".bin")):
                 try:

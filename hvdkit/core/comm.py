@@ -30,19 +30,23 @@ class Comm(abc.ABC):
 
     @property
     @abc.abstractmethod
-    def rank(self) -> int: ...
+    def rank(self) -> int:
+        """This worker's rank."""
 
     @property
     @abc.abstractmethod
-    def size(self) -> int: ...
+    def size(self) -> int:
+        """The number of workers."""
 
     @property
     @abc.abstractmethod
-    def local_rank(self) -> int: ...
+    def local_rank(self) -> int:
+        """This worker's rank on its host."""
 
     @property
     @abc.abstractmethod
-    def local_size(self) -> int: ...
+    def local_size(self) -> int:
+        """The number of workers on this host."""
 
     @abc.abstractmethod
     def broadcast_object(self, obj: Any, root_rank: int = 0) -> Any:
@@ -77,26 +81,33 @@ class LocalComm(Comm):
 
     @property
     def rank(self) -> int:
+        """Always 0."""
         return 0
 
     @property
     def size(self) -> int:
+        """The pretend size."""
         return self._size
 
     @property
     def local_rank(self) -> int:
+        """Always 0."""
         return 0
 
     @property
     def local_size(self) -> int:
+        """Always 1."""
         return 1
 
     @property
     def elastic(self) -> bool:
+        """As given to the constructor."""
         return self._elastic
 
     def broadcast_object(self, obj: Any, root_rank: int = 0) -> Any:
+        """``obj`` itself."""
         return obj
 
     def allreduce_mean(self, values: Mapping[str, float]) -> dict[str, float]:
+        """The values themselves, as floats."""
         return {k: float(v) for k, v in values.items()}

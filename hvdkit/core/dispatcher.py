@@ -26,6 +26,7 @@ class Dispatcher:
         self.callbacks: list[Callback] = sorted(callbacks, key=lambda cb: cb.order)
 
     def fire(self, event: Event, state: TrainState) -> None:
+        """Run every callback's hook for ``event``, in order."""
         for cb in self.callbacks:
             cb.run_event(event, state)
 
@@ -39,9 +40,11 @@ class Dispatcher:
         return keys
 
     def state_dict(self) -> dict[str, Any]:
+        """Every callback's state, keyed by class name and occurrence."""
         return {key: cb.state_dict() for key, cb in zip(self._keys(), self.callbacks)}
 
     def load_state_dict(self, states: dict[str, Any]) -> None:
+        """Give each callback its saved state (unknown keys are ignored)."""
         for key, cb in zip(self._keys(), self.callbacks):
             if key in states:
                 cb.load_state_dict(states[key])

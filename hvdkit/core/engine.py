@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
 
 from hvdkit.core import lr as lrmath
 from hvdkit.core.callback import Callback
@@ -19,9 +18,7 @@ from hvdkit.core.comm import Comm
 from hvdkit.core.dispatcher import Dispatcher
 from hvdkit.core.events import Event
 from hvdkit.core.state import FrameworkOps, TrainState
-
-if TYPE_CHECKING:
-    from hvdkit.core.elastic.loop import ElasticLoop
+from hvdkit.core.types import Logs, Snapshot
 
 log = logging.getLogger("hvdkit")
 
@@ -32,7 +29,9 @@ class Engine:
     ``dispatcher`` holds the callbacks (sorted by ``order``); ``state`` is what they read.
     ``driver`` is whoever calls the phase methods in the current run (the Keras bridge callback that
     drives ``model.fit``, or the elastic loop): other callers then only register callbacks.
-    ``elastic`` is the :class:`~hvdkit.core.elastic.loop.ElasticLoop` of a ``fit_elastic`` run.
+    ``elastic`` is the :class:`~hvdkit.core.elastic.loop.ElasticLoop` running this engine in a
+    ``fit_elastic`` run (the engine only checks that there is one: the loop imports the engine,
+    not the other way round).
 
     The phase methods, in the order a loop calls them::
 
@@ -51,7 +50,7 @@ class Engine:
         self.dispatcher = Dispatcher(callbacks)
         self.state = TrainState(comm=comm, ops=ops)
         self.driver: object | None = None
-        self.elastic: ElasticLoop | None = None
+        self.elastic: object | None = None
         self._warned_rescale: tuple[int, int] | None = None
         for cb in self.dispatcher.callbacks:
             cb.bind(self)
@@ -121,7 +120,7 @@ class Engine:
         self.fire(Event.BATCH_BEGIN)
         self.apply_lr()
 
-    def batch_end(self, logs: Mapping[str, Any] | None = None, advance: bool = True) -> None:
+    def batch_end(self, logs: Logs | None = None, advance: bool = True) -> None:
         """After a training step; ``logs`` may hold 0-d tensors (converted only by callbacks that read them).
 
         With ``advance`` (batch hooks that run in step, on the training thread), ``state.global_step``
@@ -203,7 +202,7 @@ class Engine:
             s.ops.set_lr(lrmath.rescale_for_world_size(optimizer_lr, scaled_for, size))
         s.last_applied_lr = None
 
-    def restore_progress(self, counters: dict[str, Any], callback_states: dict[str, Any], *, world_size: int,
+    def restore_progress(self, counters: Snapshot, callback_states: Snapshot, *, world_size: int,
                          optimizer_lr: float) -> None:
         """Put the run back where a checkpoint or an elastic commit left it, for the current world:
         counters and callback states as saved; target and optimizer LR, saved for ``world_size``

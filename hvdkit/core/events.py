@@ -32,4 +32,5 @@ class Event(StrEnum):
 
     @property
     def method_name(self) -> str:
+        """The callback method this event calls."""
         return self.value

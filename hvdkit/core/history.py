@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from hvdkit.core.elastic.loop import ElasticLoop
+
+class ElasticStats(Protocol):
+    """What an elastic run reports (:class:`~hvdkit.core.elastic.loop.ElasticLoop` has it)."""
+
+    resets: int
+    recovery_seconds: list[float]
 
 
 @dataclass
@@ -21,7 +25,7 @@ class History:
 
     history: dict[str, list[float]] = field(default_factory=dict)
     epoch: list[int] = field(default_factory=list)
-    elastic: ElasticLoop | None = None
+    elastic: ElasticStats | None = None
 
     @property
     def epochs_run(self) -> int:

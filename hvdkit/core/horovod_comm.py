@@ -15,6 +15,7 @@ from hvdkit.core.comm import Comm
 
 
 class HorovodComm(Comm):
+    """The core's :class:`Comm` over a Horovod binding (``horovod.torch`` or ``horovod.tensorflow``)."""
     def __init__(self, hvd: Any, to_tensor: Callable[[Sequence[float]], Any],
                  to_list: Callable[[Any], list[float]]) -> None:
         self.hvd = hvd
@@ -23,24 +24,30 @@ class HorovodComm(Comm):
 
     @property
     def rank(self) -> int:
+        """Horovod's rank."""
         return int(self.hvd.rank())
 
     @property
     def size(self) -> int:
+        """Horovod's size."""
         return int(self.hvd.size())
 
     @property
     def local_rank(self) -> int:
+        """Horovod's local rank."""
         return int(self.hvd.local_rank())
 
     @property
     def local_size(self) -> int:
+        """Horovod's local size."""
         return int(self.hvd.local_size())
 
     def broadcast_object(self, obj: Any, root_rank: int = 0) -> Any:
+        """Horovod's ``broadcast_object`` from ``root_rank``."""
         return self.hvd.broadcast_object(obj, root_rank=root_rank, name="hvdkit.broadcast_object")
 
     def allreduce_mean(self, values: Mapping[str, float]) -> dict[str, float]:
+        """One allreduce (average) of all the values, in float64."""
         keys = list(values)
         if self.size == 1:
             return {k: float(values[k]) for k in keys}

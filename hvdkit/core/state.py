@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from hvdkit.core.comm import Comm
+from hvdkit.core.types import Snapshot
 
 
 @runtime_checkable
@@ -24,16 +25,25 @@ class FrameworkOps(Protocol):
     name: str
 
     @property
-    def lr_in_momentum(self) -> bool: ...
+    def lr_in_momentum(self) -> bool:
+        """True when the optimizer's velocity holds the LR (momentum correction applies)."""
 
-    def get_lr(self) -> float: ...
-    def set_lr(self, lr: float) -> None: ...
-    def scale_momentum(self, factor: float) -> None: ...
-    def capture(self) -> dict[str, Any]: ...
-    def restore(self, snapshot: dict[str, Any]) -> None: ...
-    def dump(self, obj: Any, f: Any) -> None: ...
-    def loads(self, data: bytes) -> Any: ...
-    def broadcast_state(self, root_rank: int) -> None: ...
+    def get_lr(self) -> float:
+        """The optimizer's current LR."""
+    def set_lr(self, lr: float) -> None:
+        """Set the optimizer's LR."""
+    def scale_momentum(self, factor: float) -> None:
+        """Multiply the optimizer's velocity buffers by ``factor``."""
+    def capture(self) -> Snapshot:
+        """A snapshot of model, optimizer and RNG state."""
+    def restore(self, snapshot: Snapshot) -> None:
+        """Put a :meth:`capture` snapshot back."""
+    def dump(self, obj: Any, f: Any) -> None:
+        """Serialise ``obj`` into the binary file ``f``."""
+    def loads(self, data: bytes) -> Any:
+        """Read what :meth:`dump` wrote."""
+    def broadcast_state(self, root_rank: int) -> None:
+        """Every rank gets ``root_rank``'s model and optimizer state."""
 
 
 @dataclass
@@ -83,7 +93,7 @@ class TrainState:
         """True when workers may leave and join this run (:attr:`Comm.elastic <hvdkit.core.comm.Comm.elastic>`)."""
         return self.comm.elastic
 
-    def counters(self) -> dict[str, Any]:
+    def counters(self) -> Snapshot:
         """The plain-data part of the state that checkpoints and elastic commits carry.
 
         The world size ``target_lr`` is scaled for is not among them: a checkpoint's manifest and an
@@ -97,7 +107,7 @@ class TrainState:
             "history": {k: list(v) for k, v in self.history.items()},
         }
 
-    def load_counters(self, data: dict[str, Any]) -> None:
+    def load_counters(self, data: Snapshot) -> None:
         """Put back what :meth:`counters` gave (the target LR goes through the engine)."""
         self.epoch = int(data["epoch"])
         self.batch = int(data.get("batch", 0))

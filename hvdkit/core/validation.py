@@ -7,11 +7,12 @@ from collections.abc import Iterable
 from typing import Any
 
 
-def _fail(name: str, value: Any, allowed: str) -> ValueError:
+def _fail(name: str, value: object, allowed: str) -> ValueError:
     return ValueError(f"{name} must be {allowed}, got {value!r}")
 
 
-def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
+def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
+    """``value`` if it is an integer (not a bool) >= ``minimum``, else a ValueError naming it."""
     if isinstance(value, bool) or not isinstance(value, int):
         bound = f" >= {minimum}" if minimum is not None else ""
         raise _fail(name, value, f"an integer{bound}")
@@ -20,13 +21,13 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     return value
 
 
-def check_number(name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None,
+def check_number(name: str, value: object, *, minimum: float | None = None, maximum: float | None = None,
                  strict_min: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """``value`` as a float if it is a finite number within the bounds, else a ValueError naming it."""
     low = "" if minimum is None else (f" > {minimum}" if strict_min else f" >= {minimum}")
     high = "" if maximum is None else f" <= {maximum}"
     allowed = f"a finite number{low}{' and' if low and high else ''}{high}"
-    if not ok:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise _fail(name, value, allowed)
     if minimum is not None and (value <= minimum if strict_min else value < minimum):
         raise _fail(name, value, allowed)
@@ -36,13 +37,15 @@ def check_number(name: str, value: Any, *, minimum: float | None = None, maximum
 
 
 def check_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
+    """``value`` if it is one of ``choices``, else a ValueError listing them."""
     choices = list(choices)
     if value not in choices:
         raise _fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
     return value
 
 
-def check_callable(name: str, value: Any) -> Any:
+def check_callable(name: str, value: object) -> Any:
+    """``value`` if it is callable, else a ValueError naming it."""
     if not callable(value):
         raise _fail(name, value, "callable")
     return value

@@ -27,10 +27,10 @@ if not keras.__version__.startswith("3.") or keras.backend.backend() != "tensorf
                       f"with backend {keras.backend.backend()!r}; set KERAS_BACKEND=tensorflow")
 
 from hvdkit.core.history import History  # noqa: E402
-from hvdkit.tensorflow.data import shard  # noqa: E402
 from hvdkit.keras.elastic import fit_elastic  # noqa: E402
 from hvdkit.keras.optimizer import DistributedOptimizer, is_distributed  # noqa: E402
 from hvdkit.tensorflow.comm import HorovodComm  # noqa: E402
+from hvdkit.tensorflow.data import shard  # noqa: E402
 from hvdkit.tensorflow.runtime import init, local_rank, local_size, rank, size  # noqa: E402
 
 

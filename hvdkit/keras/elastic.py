@@ -33,7 +33,7 @@ from horovod.common.exceptions import HorovodInternalError
 from hvdkit.core.elastic.loop import ElasticLoop
 from hvdkit.core.elastic.state import LoopCommit
 from hvdkit.core.history import History
-from hvdkit.keras.engine_bridge import EngineBridge, engine_for, scalar_logs
+from hvdkit.keras.engine_bridge import EngineBridge, KerasLogs, engine_for, scalar_logs
 from hvdkit.keras.ops import KerasOps
 from hvdkit.keras.optimizer import is_distributed
 from hvdkit.tensorflow.variables import broadcast_variables, to_tf_variables
@@ -51,21 +51,24 @@ class KerasElasticState(LoopCommit, ObjectState):
         super().__init__(bcast_object=hvd.broadcast_object, get_rank=hvd.rank, hvdkit=loop.snapshot())
 
     def save(self) -> None:
+        """Commit: copy the variables' values to host memory, then the loop's snapshot."""
         self._values = [v.numpy() for v in self._vars]
         super().save()
 
     def restore(self) -> None:
+        """Roll the variables and the loop back to the last commit."""
         for var, value in zip(self._vars, self._values):
             var.assign(value)
         super().restore()
 
     def sync(self) -> None:
+        """Rank 0's variables and snapshot to every worker."""
         broadcast_variables(self._vars, root_rank=0)
         self._values = [v.numpy() for v in self._vars]
         super().sync()
 
 
-def run(func: Callable[..., Any]) -> Callable[..., Any]:
+def run(func: Callable[[KerasElasticState], None]) -> Callable[[KerasElasticState], None]:
     """Horovod's elastic retry loop, for functions that call ``model.fit``.
 
     A worker's death surfaces as a TensorFlow op error from a Horovod op (the allreduce inside the
@@ -74,9 +77,9 @@ def run(func: Callable[..., Any]) -> Callable[..., Any]:
     """
     from horovod.tensorflow.elastic import _reset
 
-    def wrapper(state: Any, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(state: KerasElasticState) -> None:
         try:
-            return func(state, *args, **kwargs)
+            func(state)
         except tf.errors.OpError as e:
             if "Horovod" in (e.message or ""):
                 raise HorovodInternalError(e) from e
@@ -95,15 +98,15 @@ class _StepHooks(keras.callbacks.Callback):
         self.loop = loop
         self.epoch_logs: dict[str, float] = {}
 
-    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_train_batch_begin(self, batch: int, logs: KerasLogs = None) -> None:
         self.loop.step_begin(batch)  # may commit, and raise HostsUpdatedInterrupt: fit stops, Horovod resets
 
-    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_train_batch_end(self, batch: int, logs: KerasLogs = None) -> None:
         self.loop.step_end(batch, logs)
         if self.loop.engine.state.stop_training:
             self.model.stop_training = True
 
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_epoch_end(self, epoch: int, logs: KerasLogs = None) -> None:
         self.epoch_logs = scalar_logs(logs)
 
 
@@ -135,12 +138,15 @@ class KerasElasticAdapter:
         self.model, self.x, self.y, self.callbacks, self.verbose = model, x, y, callbacks, verbose
 
     def make_state(self, loop: ElasticLoop) -> KerasElasticState:
+        """The elastic state over this model's variables."""
         return KerasElasticState(self.model, loop)
 
-    def run(self, func: Callable[[Any], None]) -> Callable[[Any], None]:
+    def run(self, func: Callable[[KerasElasticState], None]) -> Callable[[KerasElasticState], None]:
+        """Horovod's retry loop, counting any Horovod op error as a failure."""
         return run(func)
 
     def train_steps(self, loop: ElasticLoop, indices: Sequence[int]) -> dict[str, float]:
+        """One ``model.fit`` over this worker's ``indices``; returns its epoch logs."""
         hooks = _StepHooks(loop)
         epoch = loop.engine.state.epoch
         self.model.fit(_take(self.x, indices), _take(self.y, indices), batch_size=loop.batch_size, epochs=epoch + 1,

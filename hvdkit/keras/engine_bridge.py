@@ -24,6 +24,8 @@ from hvdkit.keras.ops import KerasOps
 from hvdkit.tensorflow.comm import HorovodComm
 
 _ENGINE_ATTR = "_hvdkit_engine"
+#: The ``logs`` argument of Keras callback hooks.
+KerasLogs = dict[str, Any] | None
 
 
 def engine_for(model: keras.Model) -> Engine:
@@ -42,7 +44,7 @@ def _scalar(v: Any) -> float | None:
         return None
 
 
-def scalar_logs(logs: dict[str, Any] | None) -> dict[str, float]:
+def scalar_logs(logs: KerasLogs) -> dict[str, float]:
     """The entries of Keras ``logs`` that are numbers."""
     return {k: s for k, v in (logs or {}).items() if (s := _scalar(v)) is not None}
 
@@ -76,6 +78,7 @@ class EngineBridge(keras.callbacks.Callback):
         return getattr(core, name)
 
     def set_model(self, model: keras.Model) -> None:
+        """Attach to ``model``'s engine and register the core callback."""
         super().set_model(model)
         self._engine = engine_for(model)
         if self.core is not None:
@@ -93,7 +96,8 @@ class EngineBridge(keras.callbacks.Callback):
         return self._engine is not None and self._engine.driver is self
 
     # -- Keras hooks ---------------------------------------------------------------
-    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+    def on_train_begin(self, logs: KerasLogs = None) -> None:
+        """The first hvdkit callback of ``fit`` starts the engine's run and drives it."""
         engine = self.engine
         if engine.driver is not None:
             return
@@ -105,7 +109,8 @@ class EngineBridge(keras.callbacks.Callback):
             engine.dispatcher.callbacks.clear()
             raise
 
-    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_epoch_begin(self, epoch: int, logs: KerasLogs = None) -> None:
+        """Start the engine's epoch (an epoch that contradicts a restored checkpoint is an error)."""
         if not self._driving:
             return
         state = self.engine.state
@@ -120,18 +125,21 @@ class EngineBridge(keras.callbacks.Callback):
         self._epoch_base, self._batches = state.global_step, 0
         self.engine.epoch_begin(epoch)
 
-    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_train_batch_begin(self, batch: int, logs: KerasLogs = None) -> None:
+        """Set the step counters from Keras's batch index and begin the engine's batch."""
         if self._driving:
             self._batches = batch + 1
             self.engine.batch_begin(batch, global_step=self._epoch_base + batch)
 
-    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_train_batch_end(self, batch: int, logs: KerasLogs = None) -> None:
+        """End the engine's batch (counters untouched: this may run late, on another thread)."""
         if self._driving:
             self.engine.batch_end(logs, advance=False)
             if self.engine.state.stop_training:
                 self.model.stop_training = True
 
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_epoch_end(self, epoch: int, logs: KerasLogs = None) -> None:
+        """End the engine's epoch and write the (averaged) logs back into Keras's."""
         if not self._driving:
             return
         self.engine.state.global_step = self._epoch_base + self._batches  # Keras flushed batch-end hooks
@@ -141,7 +149,8 @@ class EngineBridge(keras.callbacks.Callback):
         if self.engine.state.stop_training:
             self.model.stop_training = True
 
-    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+    def on_train_end(self, logs: KerasLogs = None) -> None:
+        """End the engine's run."""
         if self._driving:
             self._abort()
 

@@ -9,6 +9,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from hvdkit.core.types import Snapshot
 from hvdkit.tensorflow.variables import broadcast_variables
 
 
@@ -23,6 +24,7 @@ class KerasOps:
 
     @property
     def optimizer(self) -> keras.optimizers.Optimizer:
+        """The model's compiled optimizer."""
         opt = getattr(self.model, "optimizer", None)
         if opt is None:
             raise ValueError("the model has no optimizer: call model.compile(optimizer=...) first")
@@ -31,10 +33,12 @@ class KerasOps:
     @property
     def lr_in_momentum(self) -> bool:
         # Keras SGD: m = momentum*m - lr*g; var += m. Adam & co keep the LR outside their moments.
+        """True for Keras SGD with momentum (its velocity holds the LR)."""
         opt = self.optimizer
         return isinstance(opt, keras.optimizers.SGD) and float(opt.momentum) > 0
 
     def get_lr(self) -> float:
+        """The optimizer's LR (a float LR is needed; schedules are hvdkit callbacks)."""
         lr = self.optimizer.learning_rate
         if isinstance(self.optimizer._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
             raise TypeError("hvdkit's LR callbacks need a float learning rate, got a keras LearningRateSchedule; "
@@ -42,19 +46,23 @@ class KerasOps:
         return float(keras.ops.convert_to_numpy(lr))
 
     def set_lr(self, lr: float) -> None:
+        """Set the optimizer's LR."""
         self.optimizer.learning_rate = lr
 
     def scale_momentum(self, factor: float) -> None:
+        """Multiply SGD's momentum buffers by ``factor``."""
         for v in getattr(self.optimizer, "momentums", []) or []:
             if v is not None:
                 v.assign(v * factor)
 
     def ensure_built(self) -> None:
+        """Create the optimizer's variables now (before the first step)."""
         opt = self.optimizer
         if not opt.built:
             opt.build(self.model.trainable_variables)
 
-    def capture(self) -> dict[str, Any]:
+    def capture(self) -> Snapshot:
+        """Model weights, optimizer variables and RNG state as NumPy values."""
         self.ensure_built()
         return {
             "model": [np.asarray(w) for w in self.model.get_weights()],
@@ -62,7 +70,8 @@ class KerasOps:
             "rng": {"numpy": np.random.get_state(), "python": random.getstate()},
         }
 
-    def restore(self, snapshot: dict[str, Any]) -> None:
+    def restore(self, snapshot: Snapshot) -> None:
+        """Put a :meth:`capture` snapshot back."""
         self.model.set_weights(snapshot["model"])
         self.ensure_built()
         variables = self.optimizer.variables
@@ -83,8 +92,10 @@ class KerasOps:
         broadcast_variables(list(self.model.variables) + list(self.optimizer.variables), root_rank=root_rank)
 
     def dump(self, obj: Any, f: Any) -> None:
+        """Serialise ``obj`` into ``f``."""
         pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
 
     def loads(self, data: bytes) -> Any:
         # Our own file, its checksum verified before this is called.
+        """Read what :meth:`dump` wrote."""
         return pickle.loads(data)

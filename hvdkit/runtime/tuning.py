@@ -20,6 +20,7 @@ RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
 
 
 def available_cores() -> int:
+    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -42,6 +43,7 @@ _USER_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def check_threads(threads: int | None) -> int | None:
+    """``threads`` if it is None or an integer >= 1, else a ValueError naming it."""
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be an integer >= 1 or None, got {threads!r}")
     return threads

@@ -18,7 +18,7 @@ import tensorflow as tf
 from hvdkit.core.sharding import check_rank, shard_indices
 
 
-def _is_array(x: Any) -> bool:
+def _is_array(x: object) -> bool:
     return hasattr(x, "shape") and hasattr(x, "__getitem__") and hasattr(x, "__len__")
 
 
@@ -30,7 +30,7 @@ def _rows(data: Any) -> int:
     return len(data)
 
 
-def _valid(data: Any) -> bool:
+def _valid(data: object) -> bool:
     if isinstance(data, Mapping):
         return bool(data) and all(_valid(v) for v in data.values())
     if isinstance(data, (tuple, list)):

@@ -28,6 +28,8 @@ class DistributedGradientTape:
         self.op, self.compression = op, compression
 
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None) -> Any:
+        """The tape's gradients of ``target`` w.r.t. ``sources``, averaged over workers, in the structure of
+        ``sources``."""
         flat = tf.nest.flatten(sources)
         tf_sources = [to_tf_variable(s) if not isinstance(s, tf.Tensor) else s for s in flat]
         grads = self.tape.gradient(target, tf_sources, output_gradients=output_gradients)

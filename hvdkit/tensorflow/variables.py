@@ -15,6 +15,7 @@ import tensorflow as tf
 
 
 def to_tf_variable(v: Any) -> tf.Variable:
+    """The tf.Variable behind a Keras 3 variable (or the tf.Variable itself)."""
     if isinstance(v, tf.Variable):
         return v
     inner = getattr(v, "value", None)  # keras.Variable on the TF backend
@@ -24,6 +25,7 @@ def to_tf_variable(v: Any) -> tf.Variable:
 
 
 def to_tf_variables(variables: Iterable[Any]) -> list[tf.Variable]:
+    """:func:`to_tf_variable` of each."""
     return [to_tf_variable(v) for v in variables]
 
 

@@ -22,15 +22,18 @@ class BatchMeans:
         self._counts: list[int] = []
 
     def add(self, values: Sequence[torch.Tensor], count: int) -> None:
+        """Keep one batch's values and its number of samples."""
         for column, value in zip(self._values, values):
             column.append(value)
         self._counts.append(count)
 
     @property
     def count(self) -> int:
+        """Samples seen."""
         return sum(self._counts)
 
     def sums(self) -> list[float]:
+        """Sample-weighted sums of each value (one device sync)."""
         if not self._counts:
             return [0.0] * len(self.names)
         dtype = torch.float32 if self.device.type == "mps" else torch.float64
@@ -39,5 +42,6 @@ class BatchMeans:
         return (stacked @ weights).tolist()
 
     def means(self) -> dict[str, float]:
+        """Sample-weighted means of each value, by name."""
         total = max(self.count, 1)
         return {name: s / total for name, s in zip(self.names, self.sums())}

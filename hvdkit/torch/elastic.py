@@ -9,7 +9,7 @@ it as a plain object, so it is committed, rolled back and synchronised with them
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import horovod.torch as hvd
@@ -18,10 +18,10 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 from hvdkit.core.elastic.loop import ElasticLoop
 from hvdkit.core.elastic.state import LoopCommit
+from hvdkit.core.types import Logs
 
 #: ``train_batches(loader, begin, end)``: the Trainer's batch loop (calls ``begin(i)``/``end(i, logs)``).
-TrainBatches = Callable[[DataLoader, Callable[[int], None], Callable[[int, Mapping[str, Any]], None]],
-                        dict[str, float]]
+TrainBatches = Callable[[DataLoader, Callable[[int], None], Callable[[int, Logs], None]], dict[str, float]]
 
 
 class TorchElasticState(LoopCommit, hvd.elastic.TorchState):
@@ -43,11 +43,14 @@ class TorchElasticAdapter:
         self.batch_size, self.train_batches = batch_size, train_batches
 
     def make_state(self, loop: ElasticLoop) -> TorchElasticState:
+        """Horovod's TorchState over model and optimizer, plus the loop's snapshot."""
         return TorchElasticState(self.model, self.optimizer, loop)
 
     def run(self, func: Callable[[Any], None]) -> Callable[[Any], None]:
+        """``horovod.torch.elastic.run``."""
         return hvd.elastic.run(func)
 
     def train_steps(self, loop: ElasticLoop, indices: Sequence[int]) -> dict[str, float]:
+        """Train this worker's ``indices`` with the Trainer's batch loop; returns the means."""
         loader = DataLoader(Subset(self.dataset, [int(i) for i in indices]), batch_size=self.batch_size)
         return self.train_batches(loader, loop.step_begin, loop.step_end)

@@ -10,6 +10,8 @@ import horovod.torch as hvd
 import numpy as np
 import torch
 
+from hvdkit.core.types import Snapshot
+
 
 class TorchOps:
     """Reads and sets optimizer LR/momentum and captures/restores model, optimizer and RNG state."""
@@ -26,20 +28,23 @@ class TorchOps:
         return float(self.optimizer.param_groups[0]["lr"])
 
     def set_lr(self, lr: float) -> None:
+        """Set every parameter group's LR."""
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
     def scale_momentum(self, factor: float) -> None:
         """Not needed for torch optimizers (the LR is outside the buffer); kept for the interface."""
 
-    def capture(self) -> dict[str, Any]:
+    def capture(self) -> Snapshot:
+        """Model, optimizer and RNG state."""
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
         }
 
-    def restore(self, snapshot: dict[str, Any]) -> None:
+    def restore(self, snapshot: Snapshot) -> None:
+        """Put a :meth:`capture` snapshot back."""
         self.model.load_state_dict(snapshot["model"])
         self.optimizer.load_state_dict(snapshot["optimizer"])
         rng = snapshot.get("rng")
@@ -54,8 +59,10 @@ class TorchOps:
         hvd.broadcast_optimizer_state(self.optimizer, root_rank=root_rank)
 
     def dump(self, obj: Any, f: Any) -> None:
+        """``torch.save`` into ``f``."""
         torch.save(obj, f)
 
     def loads(self, data: bytes) -> Any:
         # Our own checkpoint, its checksum verified before this is called; it holds RNG tuples.
+        """Read what :meth:`dump` wrote."""
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)

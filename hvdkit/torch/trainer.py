@@ -17,6 +17,7 @@ from hvdkit.core.elastic.loop import ElasticLoop
 from hvdkit.core.engine import Engine
 from hvdkit.core.history import History
 from hvdkit.core.state import TrainState
+from hvdkit.core.types import Logs
 from hvdkit.core.validation import check_int
 from hvdkit.torch.batch_means import BatchMeans
 from hvdkit.torch.comm import HorovodComm
@@ -111,7 +112,7 @@ class Trainer:
         return History(history={k: list(v) for k, v in state.history.items()}, epoch=list(range(start, state.epoch)))
 
     def _train_batches(self, loader: DataLoader, begin: Callable[[int], None],
-                       end: Callable[[int, Mapping[str, Any]], None]) -> dict[str, float]:
+                       end: Callable[[int, Logs], None]) -> dict[str, float]:
         """Train one pass over ``loader``, calling ``begin(i)``/``end(i, logs)`` around step ``i``; return the
         mean loss and metrics (fit's epochs and the elastic loop's steps both run here)."""
         self.model.train()

@@ -50,7 +50,8 @@ print("JSON" + json.dumps(out))
 @pytest.fixture(scope="module")
 def exported():
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(PROBE)], capture_output=True, text=True,
-                          timeout=240, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"})
+                          timeout=240, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.split("JSON", 1)[1])
 

@@ -28,6 +28,7 @@ from hvdkit.core import Callback
 
 
 def main() -> None:
+    """Alternate the hvdkit Trainer and a raw Horovod loop epoch by epoch in one job; write the timings."""
     p = argparse.ArgumentParser()
     p.add_argument("--results", required=True)
     p.add_argument("--batch", type=int, default=256)

@@ -18,6 +18,7 @@ from hvdkit.bench.workers.common import iterations_for, median, sizes_bytes, wri
 
 
 def main() -> None:
+    """Time allreduces of each size with the chosen implementation; write the results."""
     p = argparse.ArgumentParser()
     p.add_argument("--impl", required=True, choices=["hvdkit", "horovod", "torch_gloo", "mpi4py"])
     p.add_argument("--results", required=True)

@@ -26,6 +26,7 @@ from hvdkit.bench.workers.common import median, write_result
 
 
 def main() -> None:
+    """Time Keras training steps with the chosen implementation; write the results."""
     p = argparse.ArgumentParser()
     p.add_argument("--impl", required=True, choices=["hvdkit", "hvdkit_tape", "mwms", "plain_fit", "plain_tape"])
     p.add_argument("--results", required=True)

@@ -28,6 +28,7 @@ from hvdkit.runtime.tuning import threads_per_rank
 
 
 def build(inputs: int, hidden: int) -> nn.Module:
+    """The benchmark MLP, its optimizer and a synthetic batch."""
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(inputs, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
                          nn.Linear(hidden, 10))
@@ -48,6 +49,7 @@ def plain_epoch(net: nn.Module, opt: torch.optim.Optimizer, loss_fn: nn.Module, 
 
 
 def main() -> None:
+    """Time PyTorch training steps with the chosen implementation; write the results."""
     p = argparse.ArgumentParser()
     p.add_argument("--impl", required=True, choices=["hvdkit", "horovod", "ddp"])
     p.add_argument("--results", required=True)

@@ -30,6 +30,7 @@ from hvdkit.core.elastic.sampler import ElasticIndexSampler
 from hvdkit.core.engine import Engine
 from hvdkit.core.events import Event
 from hvdkit.core.history import History
+from hvdkit.core.types import Logs, Snapshot
 from hvdkit.core.validation import check_int
 
 log = logging.getLogger("hvdkit")
@@ -38,8 +39,10 @@ log = logging.getLogger("hvdkit")
 class CommitState(Protocol):
     """The part of Horovod's elastic ``State`` the loop uses."""
 
-    def commit(self) -> None: ...
-    def register_reset_callbacks(self, callbacks: list[Callable[[], None]]) -> None: ...
+    def commit(self) -> None:
+        """Save the state in memory; Horovod may raise ``HostsUpdatedInterrupt`` after saving."""
+    def register_reset_callbacks(self, callbacks: list[Callable[[], None]]) -> None:
+        """Functions Horovod calls after each reset."""
 
 
 class ElasticAdapter(Protocol):
@@ -91,7 +94,7 @@ class ElasticLoop:
         self.recovery_seconds: list[float] = []
         self._failed_at: float | None = None
         self._state: CommitState | None = None
-        self._last: dict[str, Any] | None = None
+        self._last: Snapshot | None = None
         self._offset = self._base = self._steps = 0
         self._advance = True
 
@@ -151,7 +154,7 @@ class ElasticLoop:
         self._steps = i + 1
         self.engine.batch_begin(s.batch, global_step=s.global_step)
 
-    def step_end(self, i: int, logs: Mapping[str, Any] | None = None) -> None:
+    def step_end(self, i: int, logs: Logs | None = None) -> None:
         """After step ``i``: the engine's batch end; records the recovery time after a reset."""
         self.engine.batch_end(logs, advance=self._advance)
         if self._failed_at is not None and self.resets:
@@ -159,7 +162,7 @@ class ElasticLoop:
             self._failed_at = None
 
     # -- commits, rollbacks, resets (called through LoopCommit and Horovod) -------------
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> Snapshot:
         """What a commit holds beside the framework state: counters, callback states, the LR and the
         world size it is scaled for, and the data position."""
         s = self.engine.state
@@ -167,7 +170,7 @@ class ElasticLoop:
                       "lr": s.ops.get_lr(), "world_size": s.target_world_size, "sampler": self.sampler.state_dict()}
         return self._last
 
-    def apply(self, snap: dict[str, Any] | None = None) -> None:
+    def apply(self, snap: Snapshot | None = None) -> None:
         """Put a commit (rank 0's, after a sync) back, rescaled to the current world size.
 
         Everything is derived from the snapshot and the world size, never from the current LR, so

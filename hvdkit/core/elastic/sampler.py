@@ -24,6 +24,8 @@ from hvdkit.core.validation import check_int
 
 
 class ElasticIndexSampler:
+    """The samples of an epoch dealt out over the current workers, with a processed-sample mask identical on every
+    worker."""
     def __init__(self, num_samples: int, *, shuffle: bool = True, seed: int = 0) -> None:
         self.num_samples = check_int("num_samples", num_samples, minimum=1)
         self.shuffle = bool(shuffle)
@@ -48,6 +50,7 @@ class ElasticIndexSampler:
 
     @property
     def remaining(self) -> int:
+        """Samples of the epoch not trained yet."""
         return int(self.num_samples - self._processed.sum())
 
     # -- layout over workers -------------------------------------------------------
@@ -77,10 +80,12 @@ class ElasticIndexSampler:
 
     # -- commits -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        """The epoch and the processed-sample mask (packed bits)."""
         return {"epoch": self.epoch, "num_samples": self.num_samples,
                 "processed": np.packbits(self._processed).tobytes()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; the dataset must have the same length."""
         if state["num_samples"] != self.num_samples:
             raise ValueError(f"sampler state is for {state['num_samples']} samples, this sampler has "
                              f"{self.num_samples}: was the dataset changed?")

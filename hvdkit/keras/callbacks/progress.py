@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import keras
 
 from hvdkit import callbacks as core
-from hvdkit.keras.engine_bridge import keras_callback
+from hvdkit.keras.engine_bridge import KerasLogs, keras_callback
 
 
 class ProgressBar(keras_callback(core.ProgressBar), keras.callbacks.ProgbarLogger):  # type: ignore[misc]
@@ -16,9 +14,15 @@ class ProgressBar(keras_callback(core.ProgressBar), keras.callbacks.ProgbarLogge
     Keras would add for ``verbose=1``, on every rank; its own printing of validation and prediction
     progress is off."""
 
-    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None: ...
-    def on_test_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None: ...
-    def on_test_end(self, logs: dict[str, Any] | None = None) -> None: ...
-    def on_predict_begin(self, logs: dict[str, Any] | None = None) -> None: ...
-    def on_predict_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None: ...
-    def on_predict_end(self, logs: dict[str, Any] | None = None) -> None: ...
+    def on_test_begin(self, logs: KerasLogs = None) -> None:
+        """No validation progress bar."""
+    def on_test_batch_end(self, batch: int, logs: KerasLogs = None) -> None:
+        """No validation progress bar."""
+    def on_test_end(self, logs: KerasLogs = None) -> None:
+        """No validation progress bar."""
+    def on_predict_begin(self, logs: KerasLogs = None) -> None:
+        """No prediction progress bar."""
+    def on_predict_batch_end(self, batch: int, logs: KerasLogs = None) -> None:
+        """No prediction progress bar."""
+    def on_predict_end(self, logs: KerasLogs = None) -> None:
+        """No prediction progress bar."""
