@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 from hvdkit.core.callback import Callback
-from hvdkit.core.checkpoint_store import CheckpointStore, Manifest
+from hvdkit.core.checkpoint_store import CheckpointStore, Manifest, new_run_id
 from hvdkit.core.engine import Engine
 from hvdkit.core.events import Event
 from hvdkit.core.state import TrainState
 from hvdkit.core.types import Snapshot
-from hvdkit.core.validation import check_int
+from hvdkit.core.validation import check_bool, check_int
 
 log = logging.getLogger("hvdkit")
 
@@ -19,21 +20,32 @@ log = logging.getLogger("hvdkit")
 class Checkpoint(Callback):
     """Save model, optimizer, counters, callback states and RNG every ``every_n_epochs`` epochs.
 
-    With ``resume=True``, training starts from the newest checkpoint whose checksum
-    verifies: rank 0 reads it once and broadcasts it to every rank. A checkpoint
-    written by a different number of workers is resumed with the LR rescaled by the
-    linear scaling rule (a warning says so).
+    With ``resume=True``, training starts from the newest checkpoint (the last written) whose checksum
+    verifies: rank 0 reads it once and broadcasts it to every rank, and the run goes on under that
+    checkpoint's run identity. A checkpoint written by a different number of workers is resumed with
+    the LR rescaled by the linear scaling rule (a warning says so). With ``resume=False`` the folder must
+    hold no other run's checkpoints: a fresh run never mixes its checkpoints with another's.
+
+    Before the first step, rank 0 checks that the folder can be written, and removes temporary files
+    that writers which died left behind. Loading never runs code from the folder (PyTorch:
+    ``torch.load(weights_only=True)``; Keras: hvdkit's safe format); ``trust_pickle=True`` allows
+    pickled objects, for checkpoints from folders you trust only.
     """
 
     order = -100  # restore before any callback reads the state
 
     def __init__(self, directory: str | os.PathLike[str], every_n_epochs: int = 1, keep: int = 3,
-                 resume: bool = True) -> None:
+                 resume: bool = True, trust_pickle: bool = False) -> None:
         if not isinstance(directory, (str, os.PathLike)) or not str(directory):
             raise ValueError(f"directory must be a non-empty path, got {directory!r}")
         self.every_n_epochs = check_int("every_n_epochs", every_n_epochs, minimum=1)
         self.store = CheckpointStore(directory, keep=keep)
-        self.resume = bool(resume)
+        self.resume = check_bool("resume", resume)
+        self.trust_pickle = check_bool("trust_pickle", trust_pickle)
+        if self.trust_pickle:
+            log.warning("Checkpoint(trust_pickle=True): loading %s may run code that its files name; use it only "
+                        "for folders nobody else can write", self.store.directory)
+        self.run_id: str | None = None
         self.restored: Manifest | None = None
         self.last_saved: Manifest | None = None
         self._engine: Engine | None = None
@@ -68,51 +80,97 @@ class Checkpoint(Callback):
         """Write a checkpoint now (rank 0 only; other ranks return None)."""
         if not state.is_root:
             return None
+        if self.run_id is None:
+            self.run_id = new_run_id()
         snap = self.snapshot(state)
         self.last_saved = self.store.save(lambda f: state.ops.dump(snap, f), epoch=state.epoch,
-                                          global_step=state.global_step,
-                                          world_size=state.target_world_size, framework=state.ops.name)
+                                          global_step=state.global_step, world_size=state.target_world_size,
+                                          framework=state.ops.name, run_id=self.run_id)
         return self.last_saved
 
     def on_epoch_save(self, state: TrainState) -> None:
-        # Fired after on_epoch_end: state.epoch already counts the finished epoch.
         """Save every ``every_n_epochs`` epochs and after the last one."""
         last = bool(state.epochs) and state.epoch >= state.epochs
         if state.epoch % self.every_n_epochs == 0 or last:
             self.save(state)
             self.engine.fire(Event.CHECKPOINT_SAVED)
 
-    # -- resuming -------------------------------------------------------------
-    def load_latest(self, state: TrainState) -> Manifest | None:
-        """Rank 0 reads the newest valid checkpoint, every rank gets it; returns its manifest.
+    def on_train_end(self, state: TrainState) -> None:
+        """Wait for the background deletion of old checkpoints, so keep-N holds when ``fit`` returns."""
+        self.store.flush()
 
-        Under elastic training (``state.elastic``) only rank 0 loads, with no collective:
-        the elastic state's first sync hands everything to the other workers, and a worker that
-        joins later never waits in a broadcast that nobody else is in (horovod#2652).
+    # -- starting and resuming ---------------------------------------------------
+    def _where(self) -> str:
+        return f"Checkpoint(directory={str(self.store.directory)!r})"
+
+    def _prepare(self, state: TrainState) -> tuple[Any, ...]:
+        """Rank 0: check the folder can be written, clean dead writers' files, find what to resume."""
+        try:
+            self.store.probe()
+        except OSError as exc:
+            return ("error", f"{self._where()}: {exc.strerror or exc}")
+        for tmp in self.store.clean_temporaries():
+            log.info("removed %s, left by a checkpoint writer that died", tmp)
+        found = self.store.latest() if self.resume else None
+        if found is not None:
+            manifest, data = found
+            if manifest.framework != state.ops.name:
+                return ("error", f"{self._where()}: its newest checkpoint {manifest.payload} was written by "
+                                 f"{manifest.framework!r}, but this run trains with {state.ops.name!r}; give this "
+                                 "run its own directory")
+            return ("resume", manifest, data)
+        if not self.resume and self.store.run_ids():
+            newest = self.store.manifests()[0].name
+            return ("error", f"{self._where()} with resume=False: the folder holds checkpoints of another run "
+                             f"(newest {newest}); a fresh run must not mix its checkpoints with them. Resume that "
+                             "run (resume=True), move or delete its files, or give this run another directory")
+        return ("fresh",)
+
+    def load_latest(self, state: TrainState) -> Manifest | None:
+        """Rank 0 prepares the folder and reads the newest valid checkpoint, every rank gets it (or the
+        problem, raised on every rank before training); returns its manifest.
+
+        Under elastic training (``state.elastic``) only rank 0 loads, with no collective: the elastic
+        state's first sync hands everything to the other workers, and a worker that joins later never
+        waits in a broadcast that nobody else is in (horovod#2652).
         """
-        found = self.store.latest() if state.is_root else None
-        if state.elastic:
-            blob = found
-        else:
-            blob = state.comm.broadcast_object(None if found is None else (found[0], found[1]), 0)
-        if blob is None:
+        outcome = self._prepare(state) if state.is_root else None
+        if not state.elastic:
+            outcome = state.comm.broadcast_object(outcome, 0)
+        elif not state.is_root:
             return None
-        manifest, data = blob
-        snap = state.ops.loads(data)
+        assert outcome is not None
+        if outcome[0] == "error":
+            raise ValueError(outcome[1])
+        if outcome[0] == "fresh":
+            self.run_id = new_run_id()
+            return None
+        manifest, data = outcome[1], outcome[2]
+        try:
+            snap = state.ops.loads(data, trust_pickle=self.trust_pickle)
+        except Exception as exc:
+            raise ValueError(
+                f"{self._where()}: checkpoint {manifest.payload} cannot be loaded without pickle ({exc}). hvdkit "
+                "never runs code from a checkpoint folder unless told to: if you wrote this folder and nobody "
+                "else can write it, pass trust_pickle=True") from exc
         state.ops.restore(snap["framework"])
         self.engine.restore_progress(snap["counters"], snap.get("callbacks", {}), world_size=manifest.world_size,
                                      optimizer_lr=state.ops.get_lr())
         state.resumed_epoch = state.epoch
         if state.is_root:
             log.info("resumed from %s (epoch %d, step %d)", manifest.payload, manifest.epoch, manifest.global_step)
+        self.run_id = manifest.run_id
         self.restored = manifest
         return manifest
 
     def on_train_begin(self, state: TrainState) -> None:
-        """With ``resume``, restore the newest valid checkpoint (once per run)."""
-        if self.resume and self.restored is None and self.load_latest(state) is not None:
+        """Check the folder and, with ``resume``, restore the newest valid checkpoint (once per run)."""
+        if self.restored is not None or self.run_id is not None:
+            return  # this run already started (an earlier fit, or Keras's resume_epoch)
+        if self.load_latest(state) is not None:
             self.engine.fire(Event.CHECKPOINT_RESTORED)
 
     def __repr__(self) -> str:
         return (f"Checkpoint({str(self.store.directory)!r}, every_n_epochs={self.every_n_epochs}, "
                 f"keep={self.store.keep})")
+

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from hvdkit.core.callback import Callback
+from hvdkit.core.comm import raise_on_every_rank
 from hvdkit.core.state import TrainState
 from hvdkit.core.validation import check_choice
 
@@ -31,6 +32,18 @@ class MetricsLogger(Callback):
         guess = "jsonl" if self.path.suffix in (".jsonl", ".json") else "csv"
         self.fmt = check_choice("fmt", fmt or guess, ["csv", "jsonl"])
         self._columns: list[str] | None = None
+
+    def on_train_begin(self, state: TrainState) -> None:
+        """Check, before the first step, that rank 0 can append to ``path``."""
+        problem = None
+        if state.is_root and not self.stdout:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.path, "a"):
+                    pass
+            except OSError as exc:
+                problem = f"MetricsLogger(path={str(self.path)!r}): cannot write it: {exc.strerror or exc}"
+        raise_on_every_rank(state.comm, problem, elastic=state.elastic)
 
     def on_epoch_end(self, state: TrainState) -> None:
         """Rank 0 appends (or prints) the epoch's row."""

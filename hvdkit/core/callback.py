@@ -62,6 +62,12 @@ class Callback:
     def on_reset(self, state: TrainState) -> None:
         """Elastic training reset after workers left or joined (``state.comm.size`` is the new size)."""
 
+    def set_model(self, model: object) -> None:
+        """Keras calls this on the callbacks given to ``model.fit``: a core callback there is a mistake."""
+        name = type(self).__name__
+        raise TypeError(f"{name} from hvdkit.callbacks is a framework-free callback for the PyTorch Trainer and "
+                        f"hand-written loops; for Keras model.fit use hvdkit.keras.callbacks.{name}")
+
     def state_dict(self) -> dict[str, Any]:
         """What this callback must remember across a resume or an elastic reset."""
         return {}

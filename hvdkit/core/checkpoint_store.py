@@ -1,27 +1,38 @@
-"""Atomic, checksummed, keep-N checkpoint files in one directory.
+"""Atomic, checksummed, keep-N checkpoint files of one training run in one directory.
 
-Each checkpoint is two files: ``ckpt-<epoch>-<step>.bin`` (the payload) and
-``ckpt-<epoch>-<step>.json`` (the manifest: epoch, global step, world size,
-framework, payload size and checksum). Both are written to a temporary file in the
-same directory, fsynced, then renamed into place, the manifest last, so a crash
-at any moment leaves every earlier checkpoint intact and an unfinished one
-invisible (no manifest, or a checksum that does not verify). Old checkpoints are
-pruned only after the new one is durable.
+Each checkpoint is two files: ``ckpt-<epoch>-<step>.bin`` (the payload) and ``ckpt-<epoch>-<step>.json``
+(the manifest: epoch, global step, world size, framework, payload size and checksum, the run it
+belongs to and its place in that run's order of writes). Both are written to a temporary file in the
+same directory, fsynced, then renamed into place, the manifest last, so a crash at any moment leaves
+every earlier checkpoint intact and an unfinished one invisible (no manifest, or a checksum that does
+not verify).
 
-The payload is streamed into the file by the serialiser (no in-memory copy) through
-a writer that computes an XXH3-128 checksum on the way: it detects truncation and
-corruption at ~9 GB/s, where sha256 ran at ~0.2 GB/s here and cost more than
-``torch.save`` itself (docs/benchmarks.md).
+Order and retention follow the manifests' ``sequence`` (the order of writes), not the names: after a
+resume from an older checkpoint, or in a folder a longer run used before, the newest checkpoint is the
+one written last. Retention keeps the ``keep`` newest checkpoints whose files are whole, never counts
+a damaged one, never deletes the one just written, and deletes only checkpoints of the run that writes.
+
+Temporary files are locked (``flock``) by their writer while it writes; any temporary file whose lock
+can be taken belongs to a writer that died, whatever its PID (PIDs repeat in containers), and is
+removed when a run starts and after every save.
+
+The payload is streamed into the file by the serialiser (no in-memory copy) through a writer that
+computes an XXH3-128 checksum on the way: it detects truncation and corruption at ~9 GB/s, where
+sha256 ran at ~0.2 GB/s here and cost more than ``torch.save`` itself (docs/benchmarks.md). It detects
+accidents, not tampering: loading never runs code from the folder (see the adapters' ``loads``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import re
 import tempfile
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,7 +41,7 @@ from typing import BinaryIO
 from hvdkit.core.validation import check_int
 
 log = logging.getLogger("hvdkit")
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 CHECKSUM = "xxh3_128"
 Payload = bytes | Callable[[BinaryIO], None]
 _NAME = re.compile(r"^ckpt-(\d{6})-(\d{10})\.json$")
@@ -38,7 +49,12 @@ _NAME = re.compile(r"^ckpt-(\d{6})-(\d{10})\.json$")
 
 @dataclass(frozen=True)
 class Manifest:
-    """A checkpoint's metadata: what it holds and the checksum of its payload."""
+    """A checkpoint's metadata: what it holds and the checksum of its payload.
+
+    ``run_id`` names the training run that wrote it (a resumed run keeps it); ``sequence`` orders the
+    run's writes. Manifests of format 2 (before either existed) read as run ``"legacy"``, sequence -1.
+    """
+
     epoch: int  # epochs completed
     global_step: int
     world_size: int
@@ -47,6 +63,14 @@ class Manifest:
     checksum: str  # "<algorithm>:<hex digest>"
     payload: str
     format: int = FORMAT_VERSION
+    run_id: str = "legacy"
+    sequence: int = -1
+    written_at: float = 0.0  # Unix time, for people (order comes from sequence)
+
+
+def new_run_id() -> str:
+    """A fresh run identity."""
+    return uuid.uuid4().hex
 
 
 def _fsync_dir(path: Path) -> None:
@@ -55,22 +79,6 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _writer_alive(tmp_name: str) -> bool:
-    m = re.match(r"^\.ckpt-.*\.bin\.(\d+)\.|^\.ckpt-.*\.json\.(\d+)\.", tmp_name)
-    if not m:
-        return False
-    pid = int(m.group(1) or m.group(2))
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def checksum(data: bytes) -> str:
@@ -105,19 +113,20 @@ class _ChecksumWriter:
 
 
 def _atomic_write(path: Path, payload: Payload) -> tuple[int, str]:
-    """Write ``payload`` (bytes, or a function that writes to a binary file) atomically;
-    return its size and checksum."""
+    """Write ``payload`` (bytes, or a function that writes to a binary file) atomically; return its size and
+    checksum. The temporary file is locked while it is written (see :meth:`CheckpointStore.clean_temporaries`)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         with os.fdopen(fd, "wb", buffering=1 << 20) as f:
             writer = _ChecksumWriter(f)
             if isinstance(payload, (bytes, bytearray, memoryview)):
                 writer.write(bytes(payload))
             else:
-                payload(writer)  # type: ignore[arg-type]
+                payload(writer)  # type: ignore[arg-type]  # a file-like object: what serialisers need
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)  # still locked: a cleaner never sees an unlocked, unfinished file
         return writer.size, writer.digest
     except BaseException:
         try:
@@ -125,6 +134,12 @@ def _atomic_write(path: Path, payload: Payload) -> tuple[int, str]:
         except FileNotFoundError:
             pass
         raise
+
+
+def _read_manifest(path: Path) -> Manifest:
+    data = json.loads(path.read_text())
+    known = {k: v for k, v in data.items() if k in Manifest.__dataclass_fields__}
+    return Manifest(**known)
 
 
 class CheckpointStore:
@@ -141,23 +156,42 @@ class CheckpointStore:
     def _stem(self, epoch: int, step: int) -> str:
         return f"ckpt-{epoch:06d}-{step:010d}"
 
-    def save(self, payload: Payload, *, epoch: int, global_step: int, world_size: int,
-             framework: str) -> Manifest:
+    # -- writing ------------------------------------------------------------------------
+    def probe(self) -> None:
+        """Check now, before training, that checkpoints can be written here: create the folder, write,
+        fsync and remove a small file. Raises an OSError naming the folder and the reason."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _atomic_write(self.directory / ".hvdkit-write-probe", b"\0" * 4096)
+            (self.directory / ".hvdkit-write-probe").unlink()
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot write checkpoints to directory {str(self.directory)!r}: "
+                                     f"{exc.strerror or exc}") from exc
+
+    def save(self, payload: Payload, *, epoch: int, global_step: int, world_size: int, framework: str,
+             run_id: str = "legacy") -> Manifest:
         """``payload``: the bytes, or a function that writes them to a binary file (streamed, no copy).
 
-        Older checkpoints beyond ``keep`` are deleted on a background thread once the new one is
+        Checkpoints of ``run_id`` beyond ``keep`` are deleted on a background thread once the new one is
         durable (unlinking a large file took a third of a save here); :meth:`flush` waits for it.
+        An OSError (a full disk, say) names the file that could not be written.
         """
         self.flush()
-        self.directory.mkdir(parents=True, exist_ok=True)
         stem = self._stem(epoch, global_step)
-        size, digest = _atomic_write(self.directory / f"{stem}.bin", payload)
-        manifest = Manifest(epoch=epoch, global_step=global_step, world_size=world_size, framework=framework,
-                            size=size, checksum=digest, payload=f"{stem}.bin")
-        _atomic_write(self.directory / f"{stem}.json", json.dumps(asdict(manifest), sort_keys=True).encode())
-        _fsync_dir(self.directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            sequence = 1 + max((m.sequence for _, m in self._manifests()), default=0)
+            size, digest = _atomic_write(self.directory / f"{stem}.bin", payload)
+            manifest = Manifest(epoch=epoch, global_step=global_step, world_size=world_size, framework=framework,
+                                size=size, checksum=digest, payload=f"{stem}.bin", run_id=run_id,
+                                sequence=sequence, written_at=time.time())
+            _atomic_write(self.directory / f"{stem}.json", json.dumps(asdict(manifest), sort_keys=True).encode())
+            _fsync_dir(self.directory)
+        except OSError as exc:
+            raise OSError(exc.errno, f"writing checkpoint {str(self.directory / stem)!r}.bin/.json failed: "
+                                     f"{exc.strerror or exc}") from exc
         # Not a daemon: the interpreter waits for it at exit, so keep-N holds after the run too.
-        self._pruner = threading.Thread(target=self.prune, name="hvdkit-checkpoint-prune")
+        self._pruner = threading.Thread(target=self.prune, args=(manifest,), name="hvdkit-checkpoint-prune")
         self._pruner.start()
         return manifest
 
@@ -167,31 +201,86 @@ class CheckpointStore:
             self._pruner.join()
             self._pruner = None
 
+    # -- finding ------------------------------------------------------------------------
+    def _manifests(self) -> list[tuple[Path, Manifest]]:
+        """Readable manifests, newest first (by sequence; format-2 manifests after, by name)."""
+        found = []
+        for p in self.manifests():
+            try:
+                found.append((p, _read_manifest(p)))
+            except (OSError, ValueError, TypeError):
+                continue
+        return sorted(found, key=lambda pm: (pm[1].sequence, pm[0].name), reverse=True)
+
     def manifests(self) -> list[Path]:
-        """Manifest files, newest first (by epoch, then step)."""
+        """Manifest files (readable or not), by name, newest name first."""
         if not self.directory.is_dir():
             return []
-        found = [p for p in self.directory.iterdir() if _NAME.match(p.name)]
-        return sorted(found, key=lambda p: p.name, reverse=True)
+        return sorted((p for p in self.directory.iterdir() if _NAME.match(p.name)), key=lambda p: p.name,
+                      reverse=True)
 
-    def prune(self) -> None:
-        """Delete checkpoints beyond ``keep`` and temporary files of writers that died."""
-        for old in self.manifests()[self.keep:]:
-            for p in (old, old.with_suffix(".bin")):
-                try:
-                    p.unlink()
-                except FileNotFoundError:
-                    pass
-        # Leftovers of writers that died mid-write: temporary names carry the writer's PID, and a
-        # file is removed only when that process is gone (never one another writer still writes).
-        for tmp in self.directory.glob(".ckpt-*.tmp"):
-            if not _writer_alive(tmp.name):
+    def run_ids(self) -> set[str]:
+        """The runs whose checkpoints are in the folder."""
+        return {m.run_id for _, m in self._manifests()}
+
+    def _whole(self, manifest: Manifest) -> bool:
+        """Cheap validity: the payload exists with the size the manifest records (no checksum read)."""
+        try:
+            return (self.directory / manifest.payload).stat().st_size == manifest.size
+        except OSError:
+            return False
+
+    # -- retention ----------------------------------------------------------------------
+    def prune(self, written: Manifest | None = None) -> None:
+        """Keep the ``keep`` newest whole checkpoints of the run that wrote ``written`` (always ``written``
+        itself); delete its older ones and temporary files of writers that died. Damaged checkpoints are
+        never counted and never deleted here (``latest`` skips them with a warning), and other runs'
+        checkpoints are left alone."""
+        entries = self._manifests()
+        run = written.run_id if written is not None else None
+        kept = 0
+        for path, m in entries:
+            if run is not None and m.run_id != run:
+                continue
+            if written is not None and path.name == f"{Path(written.payload).stem}.json":
+                kept += 1
+                continue
+            if not self._whole(m):
+                continue
+            if kept < self.keep:
+                kept += 1
+                continue
+            for p in (path, self.directory / m.payload):
+                p.unlink(missing_ok=True)
+        self.clean_temporaries()
+
+    def clean_temporaries(self) -> list[Path]:
+        """Remove temporary files no live writer holds (their ``flock`` can be taken); return them."""
+        removed: list[Path] = []
+        if not self.directory.is_dir():
+            return removed
+        for tmp in [*self.directory.glob(".ckpt-*.tmp"), *self.directory.glob("..hvdkit-*.tmp")]:
+            try:
+                fd = os.open(tmp, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue  # a live writer holds it
+            try:
                 tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+            finally:
+                os.close(fd)
+        return removed
 
+    # -- reading ------------------------------------------------------------------------
     def read(self, manifest_path: Path) -> tuple[Manifest, bytes]:
         """Read and verify one checkpoint; raises ValueError naming the file if it is damaged."""
         try:
-            manifest = Manifest(**json.loads(manifest_path.read_text()))
+            manifest = _read_manifest(manifest_path)
         except (OSError, ValueError, TypeError) as exc:
             raise ValueError(f"checkpoint manifest {manifest_path} is unreadable: {exc}") from None
         payload_path = self.directory / manifest.payload
@@ -206,8 +295,9 @@ class CheckpointStore:
         return manifest, data
 
     def latest(self) -> tuple[Manifest, bytes] | None:
-        """The newest checkpoint that verifies; damaged ones are skipped with a warning."""
-        for path in self.manifests():
+        """The newest checkpoint (last written) that verifies; damaged ones are skipped with a warning."""
+        readable = {p for p, _ in self._manifests()}
+        for path in [p for p, _ in self._manifests()] + [p for p in self.manifests() if p not in readable]:
             try:
                 return self.read(path)
             except ValueError as exc:

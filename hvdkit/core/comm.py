@@ -56,6 +56,10 @@ class Comm(abc.ABC):
     def allreduce_mean(self, values: Mapping[str, float]) -> dict[str, float]:
         """Average scalar values over all ranks; every rank passes the same keys."""
 
+    @abc.abstractmethod
+    def allgather_object(self, obj: object) -> list[Any]:
+        """Every rank's ``obj`` (picklable), in rank order, on every rank."""
+
     @property
     def is_root(self) -> bool:
         """True on rank 0, the rank that writes files and whose state others receive."""
@@ -111,3 +115,20 @@ class LocalComm(Comm):
     def allreduce_mean(self, values: Mapping[str, float]) -> dict[str, float]:
         """The values themselves, as floats."""
         return {k: float(v) for k, v in values.items()}
+
+    def allgather_object(self, obj: object) -> list[Any]:
+        """``[obj]``."""
+        return [obj]
+
+
+def raise_on_every_rank(comm: Comm, problem: str | None, *, elastic: bool = False) -> None:
+    """Raise rank 0's ``problem`` (a message, or None for none) as a ValueError on every rank.
+
+    For checks only rank 0 can make (the folder it writes to): the other ranks would otherwise go on
+    into the first collective and wait there for a rank that stopped. Under elastic training nothing
+    may broadcast outside the elastic sync, so only rank 0 raises (the driver then ends or resets the job).
+    """
+    if not elastic and comm.size > 1:
+        problem = comm.broadcast_object(problem, 0)
+    if problem is not None:
+        raise ValueError(problem)

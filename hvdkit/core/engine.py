@@ -76,8 +76,15 @@ class Engine:
         self.dispatcher.fire(event, self.state)
 
     # -- phases ---------------------------------------------------------------
-    def train_begin(self, epochs: int, steps_per_epoch: int | None, initial_epoch: int = 0) -> None:
-        """Start a run of ``epochs`` epochs; a ``Checkpoint`` callback may resume it here."""
+    def train_begin(self, epochs: int, steps_per_epoch: int | None, initial_epoch: int = 0,
+                    agree: Mapping[str, object] | None = None) -> None:
+        """Start a run of ``epochs`` epochs; a ``Checkpoint`` callback may resume it here.
+
+        First every rank checks that all ranks will run the same number of epochs and steps per epoch
+        (and whatever else ``agree`` names, e.g. whether there is validation data): a rank with one
+        step more would wait forever in a collective nobody else joins. A disagreement raises the same
+        ValueError on every rank, naming each rank's value.
+        """
         s = self.state
         if s.elastic and self.elastic is None:
             raise RuntimeError(
@@ -85,6 +92,8 @@ class Engine:
                 "with fit_elastic (Trainer.fit_elastic, hvdkit.keras.fit_elastic), which commits and restores "
                 "state when workers leave or join; fit would start from unsynchronised weights and die with "
                 "the first lost worker")
+        if not s.elastic:  # under the elastic loop every worker derives the steps from one formula
+            self.check_ranks_agree({"epochs": epochs, "steps per epoch": steps_per_epoch, **(agree or {})})
         s.epochs = epochs
         s.steps_per_epoch = steps_per_epoch
         if initial_epoch and s.epoch == 0:
@@ -159,6 +168,22 @@ class Engine:
             self.fire(Event.TRAIN_END)
         finally:
             s.resumed_epoch = None
+
+    def check_ranks_agree(self, facts: Mapping[str, object]) -> None:
+        """Raise a ValueError on every rank if ranks differ on any of ``facts`` (one allgather)."""
+        comm = self.state.comm
+        if comm.size == 1:
+            return
+        seen = comm.allgather_object(dict(facts))
+        for name in facts:
+            values = [f.get(name) for f in seen]
+            if len(set(map(repr, values))) > 1:
+                per_rank = ", ".join(f"rank {r}: {v!r}" for r, v in enumerate(values))
+                raise ValueError(
+                    f"ranks disagree on {name} ({per_rank}): every rank must run the same epochs and steps, "
+                    "or the first collective of a rank with more waits forever for the others. Give every rank "
+                    "the same number of batches (hvdkit's shard() gives every rank the same number of rows; "
+                    "or drop_last/drop_remainder) and the same arguments")
 
     # -- learning rate --------------------------------------------------------
     def current_lr(self) -> float | None:

@@ -46,6 +46,10 @@ class HorovodComm(Comm):
         """Horovod's ``broadcast_object`` from ``root_rank``."""
         return self.hvd.broadcast_object(obj, root_rank=root_rank, name="hvdkit.broadcast_object")
 
+    def allgather_object(self, obj: object) -> list[Any]:
+        """Horovod's ``allgather_object``: every rank's ``obj`` in rank order."""
+        return list(self.hvd.allgather_object(obj, name="hvdkit.allgather_object"))
+
     def allreduce_mean(self, values: Mapping[str, float]) -> dict[str, float]:
         """One allreduce (average) of all the values, in float64."""
         keys = list(values)

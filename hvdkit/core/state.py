@@ -30,18 +30,25 @@ class FrameworkOps(Protocol):
 
     def get_lr(self) -> float:
         """The optimizer's current LR."""
+
     def set_lr(self, lr: float) -> None:
         """Set the optimizer's LR."""
+
     def scale_momentum(self, factor: float) -> None:
         """Multiply the optimizer's velocity buffers by ``factor``."""
+
     def capture(self) -> Snapshot:
         """A snapshot of model, optimizer and RNG state."""
+
     def restore(self, snapshot: Snapshot) -> None:
         """Put a :meth:`capture` snapshot back."""
+
     def dump(self, obj: Any, f: Any) -> None:
         """Serialise ``obj`` into the binary file ``f``."""
-    def loads(self, data: bytes) -> Any:
-        """Read what :meth:`dump` wrote."""
+
+    def loads(self, data: bytes, *, trust_pickle: bool = False) -> Any:
+        """Read what :meth:`dump` wrote without running code from it (``trust_pickle`` allows pickles)."""
+
     def broadcast_state(self, root_rank: int) -> None:
         """Every rank gets ``root_rank``'s model and optimizer state."""
 

@@ -21,6 +21,13 @@ def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
     return value
 
 
+def check_bool(name: str, value: object) -> bool:
+    """``value`` if it is True or False (not a string like ``"no"``), else a ValueError naming it."""
+    if not isinstance(value, bool):
+        raise _fail(name, value, "True or False")
+    return value
+
+
 def check_number(name: str, value: object, *, minimum: float | None = None, maximum: float | None = None,
                  strict_min: bool = False) -> float:
     """``value`` as a float if it is a finite number within the bounds, else a ValueError naming it."""

@@ -115,11 +115,12 @@ class EngineBridge(keras.callbacks.Callback):
             return
         state = self.engine.state
         if epoch != state.epoch:
-            if state.resumed_epoch is not None:
-                self._abort()
+            resumed = state.resumed_epoch
+            if resumed is not None:
+                self._abort()  # before any step: nothing trained, no checkpoint overwritten
                 raise ValueError(
                     f"model.fit started at epoch {epoch} but training resumed from a checkpoint at epoch "
-                    f"{state.resumed_epoch}: pass initial_epoch=checkpoint.resume_epoch(model) to model.fit")
+                    f"{resumed}: pass initial_epoch=checkpoint.resume_epoch(model) to model.fit")
             steps = state.steps_per_epoch or 0
             state.global_step += (epoch - state.epoch) * steps  # fit(initial_epoch=...) without a checkpoint
         self._epoch_base, self._batches = state.global_step, 0

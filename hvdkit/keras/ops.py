@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pickle
-import random
 from typing import Any
 
 import keras
 import numpy as np
 
+from hvdkit.core import safe_format
+from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.types import Snapshot
 from hvdkit.tensorflow.variables import broadcast_variables
 
@@ -67,7 +68,7 @@ class KerasOps:
         return {
             "model": [np.asarray(w) for w in self.model.get_weights()],
             "optimizer": [keras.ops.convert_to_numpy(v) for v in self.optimizer.variables],
-            "rng": {"numpy": np.random.get_state(), "python": random.getstate()},
+            "rng": capture_host_rng(),
         }
 
     def restore(self, snapshot: Snapshot) -> None:
@@ -82,8 +83,7 @@ class KerasOps:
             var.assign(value)
         rng = snapshot.get("rng")
         if rng:
-            np.random.set_state(rng["numpy"])
-            random.setstate(rng["python"])
+            restore_host_rng(rng)
 
     def broadcast_state(self, root_rank: int) -> None:
         """Every rank gets ``root_rank``'s model and optimizer variables (the optimizer is built first,
@@ -92,10 +92,12 @@ class KerasOps:
         broadcast_variables(list(self.model.variables) + list(self.optimizer.variables), root_rank=root_rank)
 
     def dump(self, obj: Any, f: Any) -> None:
-        """Serialise ``obj`` into ``f``."""
-        pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+        """Write ``obj`` in hvdkit's safe format (plain data and NumPy arrays; no pickle)."""
+        safe_format.dump(obj, f)
 
-    def loads(self, data: bytes) -> Any:
-        # Our own file, its checksum verified before this is called.
-        """Read what :meth:`dump` wrote."""
-        return pickle.loads(data)
+    def loads(self, data: bytes, *, trust_pickle: bool = False) -> Any:
+        """Read what :meth:`dump` wrote, never running code from the file. ``trust_pickle=True`` also reads
+        the pickles older hvdkit versions wrote (pickle runs whatever the file names)."""
+        if trust_pickle and not data.startswith(safe_format.MAGIC):
+            return pickle.loads(data)
+        return safe_format.loads(data)

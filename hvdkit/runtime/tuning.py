@@ -16,6 +16,13 @@ from collections.abc import MutableMapping
 RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
     "OMPI_MCA_mpi_yield_when_idle": ("1", "stop Open MPI busy-polling a core that compute threads need"),
     "HOROVOD_CYCLE_TIME": ("0.1", "ms between Horovod's background-thread cycles: start allreduces sooner"),
+    # A collective some ranks submitted and others never will (a rank that skipped it, or runs other
+    # steps) used to wait forever. Horovod's stall inspector warns after the check time and, with a
+    # shutdown time, ends the job naming the tensors and the missing ranks. Ten minutes leaves real
+    # imbalances alone (a slow data loader, rank 0 writing a large checkpoint) and still ends a job
+    # that cannot go on.
+    "HOROVOD_STALL_CHECK_TIME_SECONDS": ("60", "warn about a collective some ranks wait in for this long"),
+    "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": ("600", "end the job (naming tensors and missing ranks) after this long"),
 }
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import io
-import random
 from typing import Any
 
 import horovod.torch as hvd
-import numpy as np
 import torch
 
+from hvdkit.core.rng import capture_host_rng, restore_host_rng
+from hvdkit.core.safe_format import check_plain
 from hvdkit.core.types import Snapshot
 
 
@@ -36,11 +36,12 @@ class TorchOps:
         """Not needed for torch optimizers (the LR is outside the buffer); kept for the interface."""
 
     def capture(self) -> Snapshot:
-        """Model, optimizer and RNG state."""
+        """Model, optimizer and RNG state: tensors and plain data only, so it loads with
+        ``torch.load(weights_only=True)``."""
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+            "rng": {"torch": torch.get_rng_state(), **capture_host_rng()},
         }
 
     def restore(self, snapshot: Snapshot) -> None:
@@ -50,8 +51,7 @@ class TorchOps:
         rng = snapshot.get("rng")
         if rng:
             torch.set_rng_state(rng["torch"])
-            np.random.set_state(rng["numpy"])
-            random.setstate(rng["python"])
+            restore_host_rng(rng)
 
     def broadcast_state(self, root_rank: int) -> None:
         """Every rank gets ``root_rank``'s parameters, buffers and optimizer state."""
@@ -59,10 +59,11 @@ class TorchOps:
         hvd.broadcast_optimizer_state(self.optimizer, root_rank=root_rank)
 
     def dump(self, obj: Any, f: Any) -> None:
-        """``torch.save`` into ``f``."""
+        """``torch.save`` into ``f``; refuses (naming where) anything ``weights_only`` loading would refuse."""
+        check_plain(obj, (torch.Tensor, torch.Size), "checkpoint")
         torch.save(obj, f)
 
-    def loads(self, data: bytes) -> Any:
-        # Our own checkpoint, its checksum verified before this is called; it holds RNG tuples.
-        """Read what :meth:`dump` wrote."""
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    def loads(self, data: bytes, *, trust_pickle: bool = False) -> Any:
+        """Read what :meth:`dump` wrote with ``torch.load(weights_only=True)``: tensors and plain data only,
+        never code from the file. ``trust_pickle=True`` loads anything (it can run code the file names)."""
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=not trust_pickle)

@@ -6,6 +6,7 @@ docstring shows the calls), with ``HorovodComm()`` and ``TorchOps(model, optimiz
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sized
 from typing import Any
 
@@ -27,6 +28,7 @@ from hvdkit.torch.elastic import TorchElasticAdapter
 from hvdkit.torch.ops import TorchOps
 
 MetricFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+log = logging.getLogger("hvdkit")
 
 
 def accuracy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -70,13 +72,50 @@ class Trainer:
 
     def _loader(self, data: Any, batch_size: int | None, shuffle: bool, seed: int, drop_last: bool) -> DataLoader:
         if isinstance(data, DataLoader):
+            if len(data) == 0:
+                raise ValueError("train_data must give at least one batch, got a DataLoader with none")
             return data
         if not isinstance(data, Dataset) or not isinstance(data, Sized):
             raise TypeError("train_data must be a torch Dataset with a length or a DataLoader, "
                             f"got {type(data).__name__}")
+        if len(data) == 0:
+            raise ValueError("train_data must hold at least one sample, got an empty Dataset")
         check_int("batch_size", batch_size, minimum=1)
         return DataLoader(data, batch_size=batch_size, sampler=shard_sampler(data, shuffle=shuffle, seed=seed,
                                                                              drop_last=drop_last))
+
+    def _val_problem(self, data: Any, batch_size: int | None) -> str | None:
+        """Why ``val_data`` cannot be evaluated (one forward pass on its first batch), or None.
+
+        Run before training, so a wrong validation set fails in seconds rather than after an epoch.
+        """
+        if isinstance(data, DataLoader):
+            loader = data
+        elif isinstance(data, Dataset) and isinstance(data, Sized):
+            if len(data) == 0:
+                return "val_data must hold at least one sample, got an empty Dataset"
+            if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+                return f"batch_size must be an integer >= 1 to evaluate val_data, got {batch_size!r}"
+            loader = DataLoader(data, batch_size=batch_size)
+        else:
+            return f"val_data must be a torch Dataset with a length or a DataLoader, got {type(data).__name__}"
+        batch = next(iter(loader), None)
+        if batch is None:
+            return "val_data must give at least one batch, got none"
+        training = self.model.training
+        try:
+            with torch.no_grad():
+                self.model.eval()
+                x, y = self._to(batch)
+                out = self.model(x)
+                self.loss_fn(out, y)
+                for fn in self.metrics.values():
+                    fn(out, y)
+        except Exception as exc:  # the framework's own message, prefixed with what was being checked
+            return f"val_data does not fit the model, loss or metrics (first batch): {type(exc).__name__}: {exc}"
+        finally:
+            self.model.train(training)
+        return None
 
     def _to(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = batch
@@ -93,9 +132,17 @@ class Trainer:
         loader = self._loader(train_data, batch_size, shuffle, seed, drop_last)
         sampler = getattr(loader, "sampler", None)
         engine, state = self.engine, self.engine.state
-        engine.train_begin(epochs, steps_per_epoch=len(loader))
+        val_problem = None if val_data is None else self._val_problem(val_data, batch_size)
+        # Every rank checks the others have as many batches and validation data too (one allgather).
+        engine.train_begin(epochs, steps_per_epoch=len(loader),
+                           agree={"validation data": "none" if val_data is None else (val_problem or "given")})
         start = state.epoch
         try:
+            if val_problem is not None:
+                raise ValueError(val_problem)
+            if start >= epochs and state.is_root:
+                log.warning("fit(epochs=%d): training is already at epoch %d (a resumed checkpoint or an earlier "
+                            "fit), so there is nothing to train; pass a larger epochs to train on", epochs, start)
             for epoch in range(start, epochs):
                 set_epoch = getattr(sampler, "set_epoch", None)
                 if set_epoch is not None:

@@ -129,3 +129,104 @@ def test_fit_elastic_rejects_bad_input_before_any_collective(hk):
     unbuilt.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
     with pytest.raises(ValueError, match="must be built"):
         hk.fit_elastic(unbuilt, x, y, epochs=1, batch_size=2)
+
+
+def test_checkpoint_without_resume_epoch_stops_before_training_and_keeps_the_checkpoint(hk, tmp_path):
+    """#13 item 4: without initial_epoch=ckpt.resume_epoch(model), fit restored epoch 3's weights, then
+    trained epochs labelled 1..5 from scratch and overwrote the checkpoint."""
+    import keras
+
+    from hvdkit.keras.callbacks import Checkpoint
+
+    x, y = np.ones((8, 4), np.float32), np.zeros((8, 3), np.float32)
+    m1 = small_model(keras)
+    m1.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    m1.fit(x, y, epochs=3, batch_size=4, verbose=0, callbacks=[Checkpoint(tmp_path)])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    m2 = small_model(keras)
+    m2.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    steps = []
+    probe = keras.callbacks.LambdaCallback(on_train_batch_begin=lambda b, logs: steps.append(b))
+    with pytest.raises(ValueError, match=r"started at epoch 0 but training resumed from a checkpoint at epoch 3"):
+        m2.fit(x, y, epochs=5, batch_size=4, verbose=0, callbacks=[Checkpoint(tmp_path), probe])
+    assert steps == [] and {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    # the engine is free again: the right call trains on from epoch 3
+    ckpt = Checkpoint(tmp_path)
+    hist = m2.fit(x, y, epochs=5, batch_size=4, verbose=0, initial_epoch=ckpt.resume_epoch(m2), callbacks=[ckpt])
+    assert hist.epoch == [3, 4]
+
+
+def test_a_core_callback_in_keras_fit_names_the_keras_class(hk):
+    import keras
+
+    from hvdkit.callbacks import Checkpoint
+
+    model = small_model(keras)
+    model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    with pytest.raises(TypeError, match=r"for Keras model.fit use hvdkit.keras.callbacks.Checkpoint"):
+        model.fit(np.ones((4, 4)), np.zeros((4, 3)), epochs=1, verbose=0, callbacks=[Checkpoint("/tmp/unused")])
+
+
+def test_shard_rejects_bad_ranks_and_non_data(hk):
+    """#13 item 9: shard(rank=5, size=2) and shard(rank=-1) returned wrong shards; shard("abc") was data."""
+    x = np.arange(10)
+    with pytest.raises(ValueError, match=r"rank must be an integer in \[0, size=2\), got 5"):
+        hk.shard(x, rank=5, size=2)
+    with pytest.raises(ValueError, match=r"rank must be an integer in \[0, size=2\), got -1"):
+        hk.shard(x, rank=-1, size=2)
+    with pytest.raises(TypeError, match="data must be a NumPy array"):
+        hk.shard("abc")
+    assert hk.shard(np.arange(5), rank=1, size=2).tolist() == [1, 3, 0]  # padded: equal rows per rank
+    assert hk.shard(np.arange(5), rank=1, size=2, drop_remainder=True).tolist() == [1, 3]
+
+
+def test_a_checkpoint_that_names_code_is_refused_in_keras(hk, tmp_path):
+    import os
+    import pickle
+
+    import keras
+
+    from hvdkit.core import CheckpointStore
+    from hvdkit.keras.callbacks import Checkpoint
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path}/PWNED",))
+
+    store = CheckpointStore(tmp_path / "ckpt")
+    store.save(pickle.dumps({"framework": Evil()}), epoch=1, global_step=2, world_size=1, framework="keras")
+    store.flush()
+    model = small_model(keras)
+    model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    with pytest.raises(ValueError, match=r"cannot be loaded without pickle.*trust_pickle=True"):
+        Checkpoint(tmp_path / "ckpt").resume_epoch(model)
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_torch_checkpoint_folder_in_keras_is_a_clear_error(hk, tmp_path):
+    import keras
+
+    from hvdkit.core import CheckpointStore
+    from hvdkit.keras.callbacks import Checkpoint
+
+    CheckpointStore(tmp_path).save(b"torch bytes", epoch=1, global_step=2, world_size=1, framework="torch")
+    model = small_model(keras)
+    model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    with pytest.raises(ValueError, match=r"was written by 'torch', but this run trains with 'keras'"):
+        Checkpoint(tmp_path).resume_epoch(model)
+
+
+def test_keras_checkpoints_load_without_pickle(hk, tmp_path):
+    import keras
+
+    from hvdkit.core import safe_format
+    from hvdkit.keras.callbacks import Checkpoint
+
+    x, y = np.ones((8, 4), np.float32), np.zeros((8, 3), np.float32)
+    model = small_model(keras)
+    model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1, momentum=0.9)), loss="mse")
+    model.fit(x, y, epochs=2, batch_size=4, verbose=0, callbacks=[Checkpoint(tmp_path)])
+    payload = sorted(tmp_path.glob("*.bin"))[-1].read_bytes()
+    assert payload.startswith(safe_format.MAGIC)
+    snap = safe_format.loads(payload)
+    np.testing.assert_allclose(snap["framework"]["model"][0], model.get_weights()[0])

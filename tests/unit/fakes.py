@@ -35,10 +35,13 @@ class DictOps:
         self.lr = snapshot["lr"]
         self.momentum = snapshot["momentum"]
 
+    def broadcast_state(self, root_rank: int) -> None:
+        pass
+
     def dump(self, obj: Any, f: Any) -> None:
         pickle.dump(obj, f)
 
-    def loads(self, data: bytes) -> Any:
+    def loads(self, data: bytes, *, trust_pickle: bool = False) -> Any:
         return pickle.loads(data)
 
 

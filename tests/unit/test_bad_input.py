@@ -31,6 +31,8 @@ CASES = [
     (lambda t: Checkpoint(t, every_n_epochs=0), "every_n_epochs must be an integer >= 1, got 0"),
     (lambda t: Checkpoint(t, keep=0), "keep must be an integer >= 1, got 0"),
     (lambda t: Checkpoint(t, keep=True), "keep must be an integer >= 1, got True"),
+    (lambda t: Checkpoint(t, resume="no"), "resume must be True or False, got 'no'"),
+    (lambda t: Checkpoint(t, trust_pickle=1), "trust_pickle must be True or False, got 1"),
     (lambda t: Checkpoint(""), "directory must be a non-empty path, got ''"),
     (lambda t: Checkpoint(_file(t)), "which is an existing file"),
     (lambda t: CheckpointStore(t, keep=-2), "keep must be an integer >= 1, got -2"),

@@ -119,15 +119,78 @@ def test_writer_sigkilled_mid_write_leaves_previous_checkpoint_loadable(tmp_path
     assert not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
 
 
-def test_prune_removes_only_temporary_files_of_dead_writers(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True, timeout=30)
-    dead_pid = int(dead.stdout)
+HOLDER = textwrap.dedent("""
+    import fcntl, os, sys
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    print("LOCKED", flush=True)
+    sys.stdin.read()
+""")
+
+
+def test_cleanup_keys_on_the_writers_lock_not_its_pid(tmp_path):
+    """A temporary file nobody writes is removed even when its name carries a live PID (PIDs repeat in
+    containers); one a live writer still holds is kept."""
     store = CheckpointStore(tmp_path, keep=3)
-    leftover = tmp_path / f".ckpt-000001-0000000010.bin.{dead_pid}.abc.tmp"
-    in_flight = tmp_path / f".ckpt-000002-0000000020.bin.{os.getpid()}.def.tmp"
+    leftover = tmp_path / f".ckpt-000001-0000000010.bin.{os.getpid()}.abc.tmp"  # "our" PID, but nobody writes it
+    in_flight = tmp_path / ".ckpt-000002-0000000020.bin.1.def.tmp"
     leftover.write_bytes(b"x")
     in_flight.write_bytes(b"y")
-    save(store, 1)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(in_flight)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "LOCKED"
+        save(store, 1)
+        store.flush()
+        assert not leftover.exists() and in_flight.exists()
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert store.clean_temporaries() == [in_flight]  # its writer is gone now
+
+
+def test_retention_never_deletes_the_checkpoint_just_written_nor_counts_damaged_ones(tmp_path):
+    """horovod-free regression (#13 item 3): a damaged checkpoint with a higher epoch name no longer pushes
+    out the valid one just written (keep=1), and latest() is the last one written."""
+    store = CheckpointStore(tmp_path, keep=1)
+    m10 = save(store, 10, b"z" * 100)
     store.flush()
-    assert not leftover.exists() and in_flight.exists()
+    (tmp_path / m10.payload).write_bytes(b"z")  # damaged (truncated)
+    m9 = save(store, 9)
+    store.flush()
+    assert (tmp_path / m9.payload).exists() and (tmp_path / f"{Path(m9.payload).stem}.json").exists()
+    assert (tmp_path / m10.payload).exists()  # damaged: kept for inspection, never counted
+    assert store.latest()[0].epoch == 9
+
+
+def test_newest_is_the_last_written_not_the_highest_name(tmp_path):
+    store = CheckpointStore(tmp_path, keep=5)
+    for n in (5, 6, 2, 3):  # resumed from an older checkpoint: epochs 2 and 3 written after 6
+        save(store, n)
+    store.flush()
+    assert store.latest()[0].epoch == 3
+
+
+def test_prune_leaves_other_runs_alone(tmp_path):
+    store = CheckpointStore(tmp_path, keep=1)
+    for n in (8, 9, 10):
+        store.save(b"old", epoch=n, global_step=n, world_size=1, framework="t", run_id="old-run")
+    store.flush()
+    for n in (1, 2):
+        store.save(b"new", epoch=n, global_step=n, world_size=1, framework="t", run_id="new-run")
+    store.flush()
+    names = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert names == ["ckpt-000002-0000000002.json", "ckpt-000010-0000000010.json"]
+
+
+def test_a_full_disk_names_the_file(tmp_path, monkeypatch):
+    import errno
+
+    import hvdkit.core.checkpoint_store as cs
+
+    def no_space(path, payload):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cs, "_atomic_write", no_space)
+    with pytest.raises(OSError, match=r"writing checkpoint '.*ckpt-000001-0000000010'.bin/.json failed: No space"):
+        save(CheckpointStore(tmp_path), 1)
