@@ -63,3 +63,75 @@ def run(megabytes: int = 256, repeats: int = 3, directory: str | None = None) ->
     mb = nbytes / 1e6
     return {"model_mb": mb, "seconds": med, "mb_per_s": {k: mb / v for k, v in med.items()},
             "save_ratio": med["torch_save"] / med["hvdkit_save"], "load_ratio": med["torch_load"] / med["hvdkit_load"]}
+
+
+def stall(megabytes: int = 256, rounds: int = 5, steps: int = 12, directory: str | None = None) -> dict:
+    """Training stall per save: hvdkit's asynchronous checkpoint against a blocking ``torch.save``.
+
+    One process trains a ``megabytes`` linear model (batch 16, one intra-op thread, as each of two
+    ranks on two cores would). A round times the same ``steps`` training steps three ways, in
+    alternating order (A B C, then C B A): with no save; with a blocking ``torch.save(state_dict)`` to
+    a file (fsynced) at the first step; and with hvdkit's ``Checkpoint(async_save=True)`` path (copy to
+    host memory, then serialise + checksum + fsync + atomic rename on a background thread), including
+    the wait for that write to be durable after the last step. The stall of a save is the round's time
+    minus the no-save time; the result is the median over rounds, with the interquartile range.
+    """
+    import os
+
+    import torch
+
+    from hvdkit.core.background_save import BackgroundSave
+    from hvdkit.core.checkpoint_store import CheckpointStore
+    from hvdkit.torch.ops import TorchOps
+
+    torch.set_num_threads(1)
+    side = int((megabytes * 1024 * 1024 / 4) ** 0.5)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(side, side, bias=False)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+    ops = TorchOps(model, opt)
+    x = torch.randn(16, side)
+
+    def step() -> None:
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+
+    times: dict[str, list[float]] = {"none": [], "blocking": [], "async": []}
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        plain = Path(tmp) / "plain.pt"
+        store = CheckpointStore(Path(tmp) / "store", keep=1)
+        writer = BackgroundSave()
+
+        def blocking() -> None:
+            with open(plain, "wb") as f:
+                torch.save(model.state_dict(), f)
+                f.flush()
+                os.fsync(f.fileno())
+
+        def background(i: int) -> None:
+            snap = ops.capture()
+            writer.submit(lambda: store.save(lambda f: ops.dump(snap, f), epoch=i, global_step=i,
+                                             world_size=1, framework="torch"))
+
+        step()  # warm-up
+        for r in range(rounds):
+            order = ["none", "blocking", "async"] if r % 2 == 0 else ["async", "blocking", "none"]
+            for mode in order:
+                t0 = time.perf_counter()
+                for s in range(steps):
+                    if s == 0 and mode == "blocking":
+                        blocking()
+                    elif s == 0 and mode == "async":
+                        background(r)
+                    step()
+                writer.wait()
+                times[mode].append(time.perf_counter() - t0)
+                store.flush()
+    stalls = {m: [t - n for t, n in zip(times[m], times["none"])] for m in ("blocking", "async")}
+    ratios = sorted(a / b for a, b in zip(stalls["async"], stalls["blocking"]))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return {"model_mb": side * side * 4 / 1e6, "rounds": rounds, "steps": steps,
+            "step_s": statistics.median(times["none"]) / steps,
+            "stall_s": {m: statistics.median(v) for m, v in stalls.items()},
+            "async_over_blocking": statistics.median(ratios), "iqr": [q[0], q[2]]}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from typing import Any
 
+from hvdkit.core.background_save import BackgroundSave
 from hvdkit.core.callback import Callback
 from hvdkit.core.checkpoint_store import CheckpointStore, Manifest, new_run_id
 from hvdkit.core.engine import Engine
@@ -26,6 +28,12 @@ class Checkpoint(Callback):
     the LR rescaled by the linear scaling rule (a warning says so). With ``resume=False`` the folder must
     hold no other run's checkpoints: a fresh run never mixes its checkpoints with another's.
 
+    With ``async_save=True`` (the default) a save costs the training thread only a copy of the state in
+    host memory; the durable write (serialise, checksum, fsync, atomic rename) runs on a background
+    thread, at most one at a time, with the same crash guarantees. A failed background write is raised
+    at the next save or when training ends, naming the file. ``async_save=False`` writes before
+    returning, as older versions did.
+
     Before the first step, rank 0 checks that the folder can be written, and removes temporary files
     that writers which died left behind. Loading never runs code from the folder (PyTorch:
     ``torch.load(weights_only=True)``; Keras: hvdkit's safe format); ``trust_pickle=True`` allows
@@ -35,13 +43,15 @@ class Checkpoint(Callback):
     order = -100  # restore before any callback reads the state
 
     def __init__(self, directory: str | os.PathLike[str], every_n_epochs: int = 1, keep: int = 3,
-                 resume: bool = True, trust_pickle: bool = False) -> None:
+                 resume: bool = True, trust_pickle: bool = False, async_save: bool = True) -> None:
         if not isinstance(directory, (str, os.PathLike)) or not str(directory):
             raise ValueError(f"directory must be a non-empty path, got {directory!r}")
         self.every_n_epochs = check_int("every_n_epochs", every_n_epochs, minimum=1)
         self.store = CheckpointStore(directory, keep=keep)
         self.resume = check_bool("resume", resume)
         self.trust_pickle = check_bool("trust_pickle", trust_pickle)
+        self.async_save = check_bool("async_save", async_save)
+        self._writer = BackgroundSave()
         if self.trust_pickle:
             log.warning("Checkpoint(trust_pickle=True): loading %s may run code that its files name; use it only "
                         "for folders nobody else can write", self.store.directory)
@@ -69,23 +79,42 @@ class Checkpoint(Callback):
     # -- saving ---------------------------------------------------------------
     def snapshot(self, state: TrainState) -> Snapshot:
         """Model, optimizer and RNG state, counters and every callback's state (the world size the
-        LR is scaled for goes into the manifest)."""
+        LR is scaled for goes into the manifest): a copy that training can no longer change."""
         return {
             "framework": state.ops.capture(),
-            "counters": state.counters(),
-            "callbacks": self.engine.dispatcher.state_dict(),
+            "counters": copy.deepcopy(state.counters()),
+            "callbacks": copy.deepcopy(self.engine.dispatcher.state_dict()),
         }
 
     def save(self, state: TrainState) -> Manifest | None:
-        """Write a checkpoint now (rank 0 only; other ranks return None)."""
+        """Write a checkpoint (rank 0 only; other ranks return None). With ``async_save`` the write runs
+        in the background and this returns None at once; :meth:`wait` returns its manifest."""
         if not state.is_root:
             return None
         if self.run_id is None:
             self.run_id = new_run_id()
-        snap = self.snapshot(state)
-        self.last_saved = self.store.save(lambda f: state.ops.dump(snap, f), epoch=state.epoch,
-                                          global_step=state.global_step, world_size=state.target_world_size,
-                                          framework=state.ops.name, run_id=self.run_id)
+        self._writer.wait()  # one write in flight at most; a failed one is raised here
+        snap = self.snapshot(state)  # a copy in host memory: training may go on changing the model
+        ops, store, run_id = state.ops, self.store, self.run_id
+        epoch, step, world = state.epoch, state.global_step, state.target_world_size
+
+        def write() -> Manifest:
+            return store.save(lambda f: ops.dump(snap, f), epoch=epoch, global_step=step, world_size=world,
+                              framework=ops.name, run_id=run_id)
+
+        if not self.async_save:
+            self.last_saved = write()
+            return self.last_saved
+        self._writer.submit(write, done=self._saved)
+        return None
+
+    def _saved(self, manifest: Manifest) -> None:
+        self.last_saved = manifest
+
+    def wait(self) -> Manifest | None:
+        """Wait for a background save to be durable (raising its error, naming the file); return the
+        manifest of the last checkpoint written."""
+        self._writer.wait()
         return self.last_saved
 
     def on_epoch_save(self, state: TrainState) -> None:
@@ -96,8 +125,12 @@ class Checkpoint(Callback):
             self.engine.fire(Event.CHECKPOINT_SAVED)
 
     def on_train_end(self, state: TrainState) -> None:
-        """Wait for the background deletion of old checkpoints, so keep-N holds when ``fit`` returns."""
-        self.store.flush()
+        """Wait for the background write and the deletion of old checkpoints: when ``fit`` returns, the
+        last checkpoint is durable and keep-N holds."""
+        try:
+            self._writer.wait()
+        finally:
+            self.store.flush()
 
     # -- starting and resuming ---------------------------------------------------
     def _where(self) -> str:
@@ -134,6 +167,7 @@ class Checkpoint(Callback):
         state's first sync hands everything to the other workers, and a worker that joins later never
         waits in a broadcast that nobody else is in (horovod#2652).
         """
+        self._writer.wait()  # a save still in flight is part of what may be resumed
         outcome = self._prepare(state) if state.is_root else None
         if not state.elastic:
             outcome = state.comm.broadcast_object(outcome, 0)
@@ -172,5 +206,5 @@ class Checkpoint(Callback):
 
     def __repr__(self) -> str:
         return (f"Checkpoint({str(self.store.directory)!r}, every_n_epochs={self.every_n_epochs}, "
-                f"keep={self.store.keep})")
+                f"keep={self.store.keep}, async_save={self.async_save})")
 

@@ -38,7 +38,8 @@ class FrameworkOps(Protocol):
         """Multiply the optimizer's velocity buffers by ``factor``."""
 
     def capture(self) -> Snapshot:
-        """A snapshot of model, optimizer and RNG state."""
+        """A snapshot of model, optimizer and RNG state: a copy in host memory that later training steps
+        do not change (a background thread may serialise it while training goes on)."""
 
     def restore(self, snapshot: Snapshot) -> None:
         """Put a :meth:`capture` snapshot back."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import io
+from collections import OrderedDict
 from typing import Any
 
 import horovod.torch as hvd
@@ -11,6 +13,20 @@ import torch
 from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.safe_format import check_plain
 from hvdkit.core.types import Snapshot
+
+
+def _host_copy(obj: Any) -> Any:
+    """``obj`` with every tensor detached and copied to CPU memory (containers rebuilt, leaves kept)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        copied = {k: _host_copy(v) for k, v in obj.items()}
+        return OrderedDict(copied) if isinstance(obj, OrderedDict) else copied
+    if isinstance(obj, list):
+        return [_host_copy(v) for v in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(_host_copy(v) for v in obj)
+    return copy.deepcopy(obj)
 
 
 class TorchOps:
@@ -37,10 +53,11 @@ class TorchOps:
 
     def capture(self) -> Snapshot:
         """Model, optimizer and RNG state: tensors and plain data only, so it loads with
-        ``torch.load(weights_only=True)``."""
+        ``torch.load(weights_only=True)``; every tensor copied to host memory, so training can go on
+        while a background thread writes it."""
         return {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "model": _host_copy(self.model.state_dict()),
+            "optimizer": _host_copy(self.optimizer.state_dict()),
             "rng": {"torch": torch.get_rng_state(), **capture_host_rng()},
         }
 
