@@ -43,12 +43,18 @@ class Trainer:
     :func:`hvdkit.torch.distribute`, broadcasting the initial state from rank 0)
     or one that ``distribute`` already returned. ``metrics`` maps names to
     functions of (outputs, targets) giving a batch mean.
+
+    ``accumulate_steps=k`` accumulates the gradients of ``k`` micro-batches (each loss divided by
+    ``k``) and communicates and steps once: one allreduce per ``k`` batches (Horovod's
+    ``backward_passes_per_step``), the same update as one batch ``k`` times larger. Steps, the LR
+    warm-up, schedules and ``steps_per_epoch`` count optimizer steps; an epoch's last
+    ``len(loader) % k`` batches are left out, with a warning.
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *,
                  callbacks: Iterable[Callback] = (), metrics: Mapping[str, MetricFn] | None = None,
-                 device: str | torch.device | None = None) -> None:
+                 device: str | torch.device | None = None, accumulate_steps: int = 1) -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         if not callable(loss_fn):
@@ -56,7 +62,16 @@ class Trainer:
         self.device = torch.device(device) if device is not None else next(
             (p.device for p in model.parameters()), torch.device("cpu"))
         self.model = model
-        self.optimizer = optimizer if is_distributed(optimizer) else distribute(model, optimizer)
+        self.accumulate_steps = check_int("accumulate_steps", accumulate_steps, minimum=1)
+        if not is_distributed(optimizer):
+            optimizer = distribute(model, optimizer, backward_passes_per_step=accumulate_steps)
+        passes = getattr(optimizer, "backward_passes_per_step", 1)
+        if passes != accumulate_steps:
+            raise ValueError(f"accumulate_steps={accumulate_steps} needs an optimizer that communicates once every "
+                             f"{accumulate_steps} backward passes, got one distributed with backward_passes_per_step="
+                             f"{passes}; pass the plain optimizer, or distribute(..., backward_passes_per_step="
+                             f"{accumulate_steps})")
+        self.optimizer = optimizer
         self.loss_fn = loss_fn
         self.metrics = dict(metrics or {})
         for name, fn in self.metrics.items():
@@ -132,9 +147,10 @@ class Trainer:
         loader = self._loader(train_data, batch_size, shuffle, seed, drop_last)
         sampler = getattr(loader, "sampler", None)
         engine, state = self.engine, self.engine.state
+        steps = self._steps_per_epoch(len(loader))
         val_problem = None if val_data is None else self._val_problem(val_data, batch_size)
         # Every rank checks the others have as many batches and validation data too (one allgather).
-        engine.train_begin(epochs, steps_per_epoch=len(loader),
+        engine.train_begin(epochs, steps_per_epoch=steps,
                            agree={"validation data": "none" if val_data is None else (val_problem or "given")})
         start = state.epoch
         try:
@@ -158,18 +174,37 @@ class Trainer:
             engine.train_end()
         return History(history={k: list(v) for k, v in state.history.items()}, epoch=list(range(start, state.epoch)))
 
+    def _steps_per_epoch(self, batches: int) -> int:
+        """Optimizer steps in an epoch of ``batches`` micro-batches (checked: at least one)."""
+        k = self.accumulate_steps
+        if batches < k:
+            raise ValueError(f"accumulate_steps={k} needs at least {k} batches per epoch, got {batches}")
+        if batches % k and self.comm.rank == 0:
+            log.warning("accumulate_steps=%d: the last %d of %d batches of each epoch do not fill an optimizer "
+                        "step and are left out", k, batches % k, batches)
+        return batches // k
+
     def _train_batches(self, loader: DataLoader, begin: Callable[[int], None],
                        end: Callable[[int, Logs], None]) -> dict[str, float]:
-        """Train one pass over ``loader``, calling ``begin(i)``/``end(i, logs)`` around step ``i``; return the
-        mean loss and metrics (fit's epochs and the elastic loop's steps both run here)."""
+        """Train one pass over ``loader``, calling ``begin(i)``/``end(i, logs)`` around optimizer step ``i``
+        (``accumulate_steps`` batches each); return the mean loss and metrics (fit's epochs and the
+        elastic loop's steps both run here)."""
         self.model.train()
         acc = self._means()
-        for i, batch in enumerate(loader):
-            x, y = self._to(batch)
+        k = self.accumulate_steps
+        batches = iter(loader)
+        for i in range(len(loader) // k):
             begin(i)
-            loss, out = self._step(x, y)
-            self._record(acc, loss, out, y)
-            end(i, {"loss": loss.detach()})
+            self.optimizer.zero_grad()  # Horovod's override takes no set_to_none
+            total = None
+            for _ in range(k):
+                x, y = self._to(next(batches))
+                loss, out = self._backward(x, y, k)
+                self._record(acc, loss, out, y)
+                total = loss.detach() if total is None else total + loss.detach()
+            self.optimizer.step()
+            assert total is not None
+            end(i, {"loss": total / k})
         return acc.means()
 
     def _means(self) -> BatchMeans:
@@ -183,12 +218,11 @@ class Trainer:
         with torch.no_grad():
             acc.add([loss.detach()] + [fn(out, y) for fn in self.metrics.values()], len(y))
 
-    def _step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        self.optimizer.zero_grad()  # Horovod's override takes no set_to_none
+    def _backward(self, x: torch.Tensor, y: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Forward and backward of one micro-batch, its gradient weighted ``1/k``; returns loss and outputs."""
         out = self.model(x)
         loss = self.loss_fn(out, y)
-        loss.backward()
-        self.optimizer.step()
+        (loss / k if k > 1 else loss).backward()
         return loss, out
 
     def fit_elastic(self, train_data: Any, epochs: int, *, batch_size: int, commit_every: int = 10,
@@ -197,6 +231,9 @@ class Trainer:
         that leave or join: the core's :class:`~hvdkit.core.elastic.loop.ElasticLoop` commits every
         ``commit_every`` steps and at each epoch end, rolls back after a failure and re-deals the
         rest of the epoch over the new workers. ``History.elastic`` holds its resets and recovery times."""
+        if self.accumulate_steps != 1:
+            raise ValueError(f"fit_elastic does not support accumulate_steps={self.accumulate_steps} yet (its "
+                             "commits count batches); use accumulate_steps=1 with a larger batch_size")
         if not isinstance(train_data, Dataset) or not isinstance(train_data, Sized):
             raise TypeError("train_data must be a map-style torch Dataset with a length for fit_elastic, got "
                             f"{type(train_data).__name__}")

@@ -33,6 +33,7 @@ CASES = [
     (lambda t: Checkpoint(t, keep=True), "keep must be an integer >= 1, got True"),
     (lambda t: Checkpoint(t, resume="no"), "resume must be True or False, got 'no'"),
     (lambda t: Checkpoint(t, trust_pickle=1), "trust_pickle must be True or False, got 1"),
+    (lambda t: Checkpoint(t, async_save="yes"), "async_save must be True or False, got 'yes'"),
     (lambda t: Checkpoint(""), "directory must be a non-empty path, got ''"),
     (lambda t: Checkpoint(_file(t)), "which is an existing file"),
     (lambda t: CheckpointStore(t, keep=-2), "keep must be an integer >= 1, got -2"),

@@ -69,6 +69,14 @@ try:
         store.save(pickle.dumps({"framework": Evil()}), epoch=1, global_step=5, world_size=1, framework="torch")
         store.flush()
         trainer(Checkpoint(folder)).fit(train, epochs=2, batch_size=8)
+    elif case == "accumulate-too-few":
+        model = torch.nn.Linear(4, 2)
+        hk.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.CrossEntropyLoss(), callbacks=[Count()],
+                   accumulate_steps=8).fit(train, epochs=2, batch_size=8)
+    elif case == "accumulate-mismatch":
+        model = torch.nn.Linear(4, 2)
+        opt = hk.distribute(model, torch.optim.SGD(model.parameters(), lr=0.1), backward_passes_per_step=2)
+        hk.Trainer(model, opt, torch.nn.CrossEntropyLoss(), accumulate_steps=4)
     else:
         raise SystemExit(f"unknown case {case}")
 except Exception as exc:
