@@ -11,6 +11,7 @@ from hvdkit.callbacks.lr_warmup import LearningRateWarmup
 from hvdkit.callbacks.metric_average import MetricAverage
 from hvdkit.callbacks.metrics_logger import MetricsLogger
 from hvdkit.callbacks.progress import ProgressBar
+from hvdkit.callbacks.tensorboard import TensorBoard
 
 __all__ = ["BroadcastInitialState", "Checkpoint", "LearningRateSchedule", "LearningRateWarmup", "MetricAverage",
-           "MetricsLogger", "ProgressBar"]
+           "MetricsLogger", "ProgressBar", "TensorBoard"]

@@ -61,6 +61,7 @@ class TrainState:
     Counters: ``epoch`` is the 0-based epoch being (or about to be) trained, ``batch`` the 0-based
     batch within it, ``global_step`` the number of optimizer steps taken before the current batch,
     ``epochs`` the epoch to stop at and ``steps_per_epoch`` the batches per epoch (None if unknown).
+    ``samples_per_step``: the samples one optimizer step trains on, over all ranks (None if unknown).
 
     Learning rate: ``target_lr`` is the LR the optimizer was built with, already scaled for
     ``target_world_size`` workers (the linear scaling rule); only
@@ -81,6 +82,7 @@ class TrainState:
     batch: int = 0
     global_step: int = 0
     steps_per_epoch: int | None = None
+    samples_per_step: int | None = None
     target_lr: float | None = None
     target_world_size: int = 1
     lr_factors: dict[str, float] = field(default_factory=dict)

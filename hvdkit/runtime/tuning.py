@@ -87,6 +87,24 @@ def apply_runtime_defaults(environ: MutableMapping[str, str] | None = None) -> d
     return applied
 
 
+def timeline_env(timeline: str | os.PathLike[str] | None, environ: MutableMapping[str, str] | None = None) -> None:
+    """Switch on Horovod's timeline (``HOROVOD_TIMELINE``, before ``hvd.init()``) if ``timeline`` is a path.
+
+    Horovod's coordinator writes a Chrome trace (JSON) of every collective: when each tensor was
+    queued, negotiated and reduced. Open it in ``chrome://tracing`` or https://ui.perfetto.dev.
+    """
+    if timeline is None:
+        return
+    if not isinstance(timeline, (str, os.PathLike)) or not str(timeline):
+        raise ValueError(f"timeline must be a file path (str or PathLike), got {timeline!r}")
+    path = os.path.abspath(os.fspath(timeline))
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise ValueError(f"timeline must be a path in an existing, writable folder, got {os.fspath(timeline)!r}")
+    env = os.environ if environ is None else environ
+    env["HOROVOD_TIMELINE"] = path
+
+
 def local_size_from_env(environ: MutableMapping[str, str] | None = None) -> int:
     """Ranks on this host as the launcher says (before Horovod is initialised)."""
     env = os.environ if environ is None else environ

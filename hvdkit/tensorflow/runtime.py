@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from hvdkit.runtime.tuning import apply_runtime_defaults, check_threads, resolve_threads
+from hvdkit.runtime.tuning import apply_runtime_defaults, check_threads, resolve_threads, timeline_env
 
 log = logging.getLogger("hvdkit")
 rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.local_size
 
 
-def init(threads: int | None = None) -> None:
+def init(threads: int | None = None, *, timeline: str | os.PathLike[str] | None = None) -> None:
     """Initialise Horovod (tuned defaults first) and set TF's thread pools per rank
-    (see :func:`hvdkit.runtime.tuning.resolve_threads`).
+    (see :func:`hvdkit.runtime.tuning.resolve_threads`). ``timeline="path.json"`` records Horovod's
+    timeline of every collective there (:func:`hvdkit.runtime.tuning.timeline_env`).
 
     Call it before TensorFlow runs any op: TF fixes its thread pools at the first one.
     """
     check_threads(threads)
+    timeline_env(timeline)
     apply_runtime_defaults()
     hvd.init()
     n = resolve_threads(threads, hvd.local_size())

@@ -7,19 +7,21 @@ docstring shows the calls), with ``HorovodComm()`` and ``TorchOps(model, optimiz
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sized
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from hvdkit.callbacks.progress import ProgressBar
 from hvdkit.core.callback import Callback
 from hvdkit.core.elastic.loop import ElasticLoop
 from hvdkit.core.engine import Engine
 from hvdkit.core.history import History
 from hvdkit.core.state import TrainState
 from hvdkit.core.types import Logs
-from hvdkit.core.validation import check_int
+from hvdkit.core.validation import check_bool, check_int
 from hvdkit.torch.batch_means import BatchMeans
 from hvdkit.torch.comm import HorovodComm
 from hvdkit.torch.data import EvalShardSampler, shard_sampler
@@ -49,12 +51,17 @@ class Trainer:
     ``backward_passes_per_step``), the same update as one batch ``k`` times larger. Steps, the LR
     warm-up, schedules and ``steps_per_epoch`` count optimizer steps; an epoch's last
     ``len(loader) % k`` batches are left out, with a warning.
+
+    ``progress``: hvdkit's tqdm bar on rank 0. The default (None) shows it when rank 0's stderr is a
+    terminal and not otherwise (logs and CI stay clean); True or False force it. A ``ProgressBar`` in
+    ``callbacks`` is used as given.
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *,
                  callbacks: Iterable[Callback] = (), metrics: Mapping[str, MetricFn] | None = None,
-                 device: str | torch.device | None = None, accumulate_steps: int = 1) -> None:
+                 device: str | torch.device | None = None, accumulate_steps: int = 1,
+                 progress: bool | None = None) -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         if not callable(loss_fn):
@@ -78,6 +85,12 @@ class Trainer:
             if not callable(fn):
                 raise TypeError(f"metrics[{name!r}] must be callable, got {fn!r}")
         self.comm = HorovodComm()
+        callbacks = list(callbacks)
+        if progress is not None:
+            check_bool("progress", progress)
+        show = sys.stderr.isatty() if progress is None else progress
+        if show and self.comm.rank == 0 and not any(isinstance(c, ProgressBar) for c in callbacks):
+            callbacks.append(ProgressBar())
         self.engine = Engine(self.comm, TorchOps(model, self.optimizer), callbacks)
 
     @property
@@ -148,6 +161,8 @@ class Trainer:
         sampler = getattr(loader, "sampler", None)
         engine, state = self.engine, self.engine.state
         steps = self._steps_per_epoch(len(loader))
+        if loader.batch_size is not None:
+            state.samples_per_step = loader.batch_size * self.accumulate_steps * self.comm.size
         val_problem = None if val_data is None else self._val_problem(val_data, batch_size)
         # Every rank checks the others have as many batches and validation data too (one allgather).
         engine.train_begin(epochs, steps_per_epoch=steps,

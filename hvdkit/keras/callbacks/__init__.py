@@ -1,7 +1,8 @@
 """hvdkit's callbacks for Keras 3 ``model.fit``: the classes of ``hvdkit.callbacks``, as Keras callbacks.
 
     from hvdkit.keras.callbacks import (BroadcastInitialState, Checkpoint, LearningRateSchedule,
-                                        LearningRateWarmup, MetricAverage, MetricsLogger, ProgressBar)
+                                        LearningRateWarmup, MetricAverage, MetricsLogger, ProgressBar,
+                                        TensorBoard)
 
 Each is made from the core class by :func:`~hvdkit.keras.engine_bridge.keras_callback` (same
 constructor, same classmethods); ``Checkpoint`` adds ``resume_epoch`` and ``ProgressBar`` replaces
@@ -20,6 +21,9 @@ MetricAverage = keras_callback(
     core.MetricAverage, "Averages the epoch logs (training and validation metrics) over ranks in place, so "
     "``History`` and Keras's progress bar show the global values.")
 MetricsLogger = keras_callback(core.MetricsLogger)
+TensorBoard = keras_callback(
+    core.TensorBoard, "hvdkit's TensorBoard scalars from rank 0 (not Keras's own callback, which every rank "
+    "would run); pass batch_size= (per rank) for samples per second.")
 
 __all__ = ["BroadcastInitialState", "Checkpoint", "LearningRateSchedule", "LearningRateWarmup", "MetricAverage",
-           "MetricsLogger", "ProgressBar"]
+           "MetricsLogger", "ProgressBar", "TensorBoard"]
