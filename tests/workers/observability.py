@@ -25,7 +25,8 @@ if framework == "torch":
     model = torch.nn.Linear(4, 2)
     trainer = hk.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.CrossEntropyLoss(),
                          metrics={"accuracy": accuracy},
-                         callbacks=[LearningRateWarmup(warmup_epochs=1), MetricAverage(), TensorBoard(log_dir, batch_every=2)])
+                         callbacks=[LearningRateWarmup(warmup_epochs=1), MetricAverage(),
+                                    TensorBoard(log_dir, batch_every=2)])
     trainer.fit(TensorDataset(torch.from_numpy(rows), torch.from_numpy(labels)), epochs=2, batch_size=8,
                 val_data=TensorDataset(torch.from_numpy(rows[:32]), torch.from_numpy(labels[:32])))
 else:
