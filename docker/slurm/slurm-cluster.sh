@@ -126,7 +126,8 @@ SlurmctldHost=ctl($subnet.10)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$dir/munge/munge.socket
+# cred_expire: also how long a requeued job waits before it may start again (default 120 s).
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=${HVDKIT_SLURM_CRED_EXPIRE:-10}
 CredType=cred/munge
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n

@@ -7,6 +7,7 @@ import logging
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
+from hvdkit.runtime.environments import prepare_process
 from hvdkit.runtime.tuning import apply_runtime_defaults, check_threads, resolve_threads
 
 log = logging.getLogger("hvdkit")
@@ -20,6 +21,7 @@ def init(threads: int | None = None) -> None:
     Call it before TensorFlow runs any op: TF fixes its thread pools at the first one.
     """
     check_threads(threads)
+    prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     apply_runtime_defaults()
     hvd.init()
     n = resolve_threads(threads, hvd.local_size())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import horovod.torch as hvd
 import torch
 
+from hvdkit.runtime.environments import prepare_process
 from hvdkit.runtime.tuning import apply_runtime_defaults, check_threads, resolve_threads
 
 rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.local_size
@@ -14,6 +15,7 @@ def init(threads: int | None = None) -> None:
     """Initialise Horovod (tuned defaults first) and set intra-op threads per rank
     (see :func:`hvdkit.runtime.tuning.resolve_threads`)."""
     check_threads(threads)
+    prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     apply_runtime_defaults()
     hvd.init()
     n = resolve_threads(threads, hvd.local_size())
