@@ -84,7 +84,8 @@ def main() -> int:
     print(json.dumps({"job": job, "submitted": submitted, "state": fields.get("JobState"),
                       "exit_code": fields.get("ExitCode"), "restarts": int(fields.get("Restarts", "0") or 0),
                       "nodes": fields.get("NodeList"), "reason": fields.get("Reason"),
-                      "begin": fields.get("BeginTime"), "num_nodes": fields.get("NumNodes"), "lost_at": lost_at, "states": states, "lines": lines}))
+                      "begin": fields.get("BeginTime"), "num_nodes": fields.get("NumNodes"), "lost_at": lost_at,
+                      "states": states, "lines": lines}))
     return 0
 
 

@@ -25,6 +25,7 @@ class LauncherContext:
     kind: str  # local | horovodrun | mpi | slurm-allocation | slurm-step | slurm-gloo | mpijob
     detail: str
     uses: str
+    problem: str | None = None  # set when this process cannot train as launched
 
 
 def _env(environ: MutableMapping[str, str] | None) -> MutableMapping[str, str]:
@@ -49,13 +50,17 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
                                    "Horovod's Gloo controller: HOROVOD_* from SLURM_PROCID/LOCALID/STEP_NODELIST, "
                                    f"rendezvous {env['HOROVOD_GLOO_RENDEZVOUS_ADDR']}:"
                                    f"{env.get('HOROVOD_GLOO_RENDEZVOUS_PORT')}")
-        return LauncherContext("slurm-step", slurm.describe(env),
-                               "nothing to join: start multi-task steps with `srun --mpi=pmix` or "
-                               "`hvdkit slurm-gloo`")
+        tasks = int(env.get("SLURM_STEP_NUM_TASKS", "1"))
+        problem = None if tasks == 1 else (
+            f"srun started {tasks} tasks but nothing connects them (no MPI/PMIx variables, no Gloo rendezvous): "
+            "each would train alone. Use `srun --mpi=pmix ...` for MPI, or `hvdkit slurm-gloo ...` for Gloo")
+        return LauncherContext("slurm-step", slurm.describe(env), "a single process (this step has no wire-up)",
+                               problem)
     if slurm.in_allocation(env):
+        mpi = ("`srun --mpi=pmix python train.py` (MPI, direct launch)" if "pmix" in slurm.mpi_plugins()
+               else "`mpirun python train.py` (this Slurm has no PMIx plugin: Open MPI reads the allocation)")
         return LauncherContext("slurm-allocation", slurm.describe(env),
-                               "`srun --mpi=pmix python train.py` (MPI, direct launch) or "
-                               "`hvdkit slurm-gloo python train.py` (Gloo, no MPI): no host list needed")
+                               f"{mpi} or `hvdkit slurm-gloo python train.py` (Gloo, no MPI); no host list")
     hostfile = mpijob.hostfile_path(env)
     if hostfile:
         return LauncherContext("mpijob", mpijob.describe(env, hostfile),
@@ -78,11 +83,8 @@ def prepare_process(environ: MutableMapping[str, str] | None = None) -> Launcher
             raise RuntimeError(f"this srun step runs tasks {actual} but the Gloo rendezvous was sized for "
                                f"{expected}: start it through `hvdkit slurm-gloo` without task options")
         env.update(slurm.gloo_env(slot))
-    elif ctx.kind == "slurm-step" and int(env.get("SLURM_STEP_NUM_TASKS", "1")) > 1:
-        raise RuntimeError(
-            f"srun started {env['SLURM_STEP_NUM_TASKS']} tasks but nothing connects them (no MPI/PMIx "
-            "variables, no Gloo rendezvous): each would train alone. Use `srun --mpi=pmix ...` for MPI, or "
-            "`hvdkit slurm-gloo ...` for Gloo")
+    elif ctx.problem:
+        raise RuntimeError(ctx.problem)
     return ctx
 
 

@@ -12,6 +12,8 @@ which orders ranks host by host as ``horovodrun`` and srun's default block distr
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -134,3 +136,16 @@ def describe(env: Mapping[str, str]) -> str:
         return (f"Slurm step {env.get('SLURM_STEP_ID')} of {where}: task {env['SLURM_PROCID']} of "
                 f"{env['SLURM_STEP_NUM_TASKS']} on {env.get('SLURMD_NODENAME', '?')} (nodes {nodes})")
     return f"Slurm allocation, {where}: nodes {nodes}, tasks per node {tasks}"
+
+
+def mpi_plugins() -> list[str]:
+    """The MPI plugins of this Slurm (``srun --mpi=list``), or [] without srun."""
+    srun = shutil.which("srun")
+    if srun is None:
+        return []
+    try:
+        out = subprocess.run([srun, "--mpi=list"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    text = out.stdout + out.stderr
+    return re.findall(r"^\s+(?:srun: )?(\w+)\s*$", text, flags=re.M)
