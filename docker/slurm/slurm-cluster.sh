@@ -61,7 +61,7 @@ cleanup() {
   ip link del "$bridge" 2>/dev/null || true
   if [ -n "$forward_rule" ]; then iptables -w -D FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null || true; fi
   if [ "${HVDKIT_SLURM_KEEP_LOGS:-}" ]; then
-    mkdir -p "$HVDKIT_SLURM_KEEP_LOGS" && cp -r "$dir/log/." "$HVDKIT_SLURM_KEEP_LOGS/" 2>/dev/null || true
+    { mkdir -p "$HVDKIT_SLURM_KEEP_LOGS" && cp -r "$dir/log/." "$HVDKIT_SLURM_KEEP_LOGS/"; } 2>/dev/null || true
   fi
   rm -rf "$dir"
   echo "slurm-cluster: removed (exit $rc)"
@@ -99,6 +99,7 @@ printf '%s' "$hosts" > "$dir/hosts"
 # which hides /sys/fs/cgroup, and slurmd will not start without it.
 in_host() {
   local name=$1; shift
+  # shellcheck disable=SC2016 # expanded by the inner shell
   nsenter --net="/run/netns/$tag-$name" unshare --uts --mount --propagation private \
     sh -c 'mount --bind "$0" /etc/hosts && hostname "$1" && shift && exec "$@"' "$dir/hosts" "$name" "$@"
 }
