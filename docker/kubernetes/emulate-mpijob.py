@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -262,13 +263,19 @@ def main() -> int:
                "NVIDIA_VISIBLE_DEVICES": "", "NVIDIA_DRIVER_CAPABILITIES": ""}
         print(f"emulate-mpijob: workers ready after {ready - start:.1f} s; {pod} ({cluster.addr[pod]}): "
               f"{shlex.join(argv)}", flush=True)
-        proc = subprocess.Popen(cluster.pod_command(index, pod, root, argv), env=env, start_new_session=True)
+        proc = subprocess.Popen(cluster.pod_command(index, pod, root, argv), env=env, start_new_session=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         cluster.procs.append(proc)
-        try:
-            rc = proc.wait(timeout=a.timeout)
-        except subprocess.TimeoutExpired:
-            print(f"emulate-mpijob: launcher still running after {a.timeout} s", file=sys.stderr)
+        timer = threading.Timer(a.timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
+        timer.start()
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the launcher's log, stamped with seconds since the launcher started
+            print(f"[{time.time() - ready:6.1f}s] {line}", end="", flush=True)
+        rc = proc.wait()
+        if not timer.is_alive():
+            print(f"emulate-mpijob: launcher killed after {a.timeout} s", file=sys.stderr)
             rc = 124
+        timer.cancel()
         print(f"emulate-mpijob: launcher exited {rc} after {time.time() - ready:.1f} s "
               f"({time.time() - start:.1f} s in all)", flush=True)
         for pod in cluster.pods[1:]:  # what `kubectl logs` would show of the workers' sshd
