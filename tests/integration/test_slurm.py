@@ -58,13 +58,15 @@ def test_cluster_failure_still_cleans_up():
 @pytest.mark.horovod
 @pytest.mark.timeout(330)
 def test_sbatch_trains_on_two_nodes_with_mpi_and_with_gloo(tmp_path):
-    """One cluster: the MPI job (srun --mpi=pmix), the Gloo job (hvdkit slurm-gloo), an srun step with
-    no wire-up (refused before training), and hvdkit doctor inside an allocation."""
+    """One cluster: the MPI job (srun --mpi=pmix), the same with mpirun inside the allocation, the Gloo
+    job (hvdkit slurm-gloo), an srun step with no wire-up (refused before training), and hvdkit doctor
+    in a step and in an allocation."""
     _ready()
     run = f"{sys.executable} {DRIVER} --timeout 150"
     script = (
-        f"set -e; srun --mpi=list; "
+        f"set -e; srun --mpi=list; export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; "
         f"{run} --out {tmp_path}/mpi examples/slurm/train.sbatch examples/pytorch_mnist.py --epochs 2; "
+        f"{run} --out {tmp_path}/mpirun examples/slurm/train-mpirun.sbatch examples/pytorch_mnist.py --epochs 2; "
         f"{run} --out {tmp_path}/gloo examples/slurm/train-gloo.sbatch examples/pytorch_mnist.py --epochs 2; "
         f"timeout 120 srun -N2 -n2 {sys.executable} -c 'import hvdkit.torch as hk; hk.init()' "
         f"> {tmp_path}/nowire.txt 2>&1 || true; "
@@ -74,8 +76,8 @@ def test_sbatch_trains_on_two_nodes_with_mpi_and_with_gloo(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     assert "pmix" in proc.stdout
-    mpi, gloo = reports(proc.stdout)
-    for name, r in (("mpi", mpi), ("gloo", gloo)):
+    mpi, mpirun, gloo = reports(proc.stdout)
+    for name, r in (("srun --mpi=pmix", mpi), ("mpirun", mpirun), ("hvdkit slurm-gloo", gloo)):
         text = "\n".join(line for _, line in r["lines"])
         assert r["state"] == "COMPLETED" and r["exit_code"] == "0:0", text
         assert "on node[1-2] (4 tasks)" in text and "4 workers x batch 32" in text, text
@@ -85,9 +87,9 @@ def test_sbatch_trains_on_two_nodes_with_mpi_and_with_gloo(tmp_path):
               f"{first(r, '^training on') - started:.1f} s, -> epoch 1 done {first(r, 'epoch +1/2') - started:.1f} s")
     gloo_text = "\n".join(line for _, line in gloo["lines"])
     assert "hvdkit slurm-gloo: 4 ranks on node1:2,node2:2, rendezvous 10.78.0.11:" in gloo_text
-    # Same seeds, same data, same plan: MPI and Gloo train to the same numbers.
-    final = [re.search(r"epoch +2/2 .*", "\n".join(x for _, x in r["lines"])).group(0) for r in (mpi, gloo)]
-    assert final[0] == final[1]
+    # Same seeds, same data, same plan: the three launches train to the same numbers.
+    final = {re.search(r"epoch +2/2 .*", "\n".join(x for _, x in r["lines"])).group(0) for r in (mpi, mpirun, gloo)}
+    assert len(final) == 1, final
     assert "srun started 2 tasks but nothing connects them" in (tmp_path / "nowire.txt").read_text()
     step = json.loads((tmp_path / "doctor-step.json").read_text())["facts"]["launcher"]
     assert step["kind"] == "slurm-step" and "task 0 of 1 on node1" in step["detail"]
