@@ -148,6 +148,8 @@ JobCompType=jobcomp/none
 SwitchType=switch/none
 MpiDefault=none
 SchedulerType=sched/backfill
+# Pending jobs are looked at every 5 s (default 60/30 s): a requeued job starts soon after cred_expire.
+SchedulerParameters=sched_interval=5,bf_interval=5
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 # The nodes share this machine's cores: use the CPUs written here, not the hardware's.
