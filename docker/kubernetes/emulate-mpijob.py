@@ -75,6 +75,7 @@ class Cluster:
         self.procs: list[subprocess.Popen] = []
         self.forward_rule = False
         self.made: list[str] = []
+        self.impostor = -1
 
     def fqdn(self, pod: str) -> str:
         return f"{pod}.{self.name}.{self.ns}.svc"
@@ -150,6 +151,11 @@ class Cluster:
         for f in ("id_rsa", "id_rsa.pub", "authorized_keys"):  # mode 0600, as for /root/.ssh
             shutil.copy(secret / f, target / f)
             (target / f).chmod(0o600)
+        if index == self.impostor:  # a host that is not this job's pod: its own key (a test of host-key checks)
+            (target / "id_rsa").unlink()
+            sh("ssh-keygen", "-q", "-t", "ecdsa", "-b", "521", "-m", "PEM", "-N", "", "-C", "", "-f",
+               str(target / "id_rsa.new"))
+            (target / "id_rsa.new").rename(target / "id_rsa")
         image = up["opt"] / "hvdkit"
         image.mkdir()
         (image / "examples").symlink_to(REPO / "examples")
@@ -205,12 +211,15 @@ def main() -> int:
     p.add_argument("--replace", action="append", default=[], metavar="OLD=NEW",
                    help="replace a launcher argument (PVC paths, epochs)")
     p.add_argument("--timeout", type=float, default=300, help="seconds for the launcher")
+    p.add_argument("--impostor", type=int, metavar="I", help="worker I answers with a host key not the job's")
     a = p.parse_args()
     if os.geteuid() != 0:
         print("emulate-mpijob: needs root (network namespaces, overlays)", file=sys.stderr)
         return 1
     job, maps = load(a.manifest)
     cluster = Cluster(job, maps, a.namespace, a.workers)
+    if a.impostor is not None:
+        cluster.impostor = a.impostor + 1
 
     def stop(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)

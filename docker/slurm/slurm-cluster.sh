@@ -32,9 +32,12 @@ done
 if ((${#need[@]})); then
   [ "${HVDKIT_SLURM_NO_INSTALL:-0}" != 1 ] || { echo "slurm-cluster: missing packages: ${need[*]}" >&2; exit 1; }
   echo "slurm-cluster: installing ${need[*]}"
-  # The packages try to start their services; a policy-rc.d stops that where none exists.
-  flock /tmp/hvdkit-apt.lock env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 \
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  # The packages start their services where a policy allows it; this script runs its own daemons.
+  install() {
+    flock /tmp/hvdkit-apt.lock env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 \
+      apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  }
+  install || { flock /tmp/hvdkit-apt.lock apt-get update -qq && install; }
 fi
 for tool in ip unshare munged slurmctld slurmd sbatch; do
   command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || { echo "slurm-cluster: $tool not found" >&2; exit 1; }

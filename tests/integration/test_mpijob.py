@@ -155,16 +155,16 @@ def _leftovers():
     return [line for line in ns.splitlines() if re.match(r"hk8s\d+-", line)], list(Path("/run").glob("hvdkit-mpijob.*"))
 
 
-def emulate(manifest: str, *args: str, timeout: float = 200) -> str:
+def emulate(manifest: str, *args: str, timeout: float = 200, ok: bool = True) -> str:
     if os.geteuid() != 0:
         pytest.skip("the MPIJob emulation needs root (network namespaces, overlays)")
     env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.run([sys.executable, str(K8S / "emulate-mpijob.py"), str(K8S / manifest), *args],
                           capture_output=True, text=True, timeout=timeout, env=env, start_new_session=True)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-6000:]
+    assert (proc.returncode == 0) == ok, out[-6000:]
     assert _leftovers() == ([], [])
-    return proc.stdout
+    return out
 
 
 @requires_horovod
@@ -194,3 +194,11 @@ def test_elastic_mpijob_contract_trains_to_the_end():
     assert re.search(r"final validation accuracy: 0\.\d+ after 0 reset", out), out[-3000:]
     for w in (0, 1):
         assert re.search(rf"hvdkit-elastic-worker-{w}: Accepted publickey for root", out), out
+
+
+@pytest.mark.timeout(120)
+def test_launcher_refuses_a_worker_whose_host_key_is_not_the_jobs():
+    """Key-only and strict: a host answering at worker-1's name with another host key gets no job."""
+    out = emulate("mpijob.yaml", "--impostor", "1", "--replace", "12=1", "--timeout", "90", timeout=110, ok=False)
+    assert "Host key verification failed" in out, out[-3000:]
+    assert "training on" not in out
