@@ -211,6 +211,8 @@ def main() -> int:
     p.add_argument("--replace", action="append", default=[], metavar="OLD=NEW",
                    help="replace a launcher argument (PVC paths, epochs)")
     p.add_argument("--timeout", type=float, default=300, help="seconds for the launcher")
+    p.add_argument("--launcher-command", help="run this in the launcher pod instead of the manifest's command "
+                   "(e.g. 'hvdkit doctor --json')")
     p.add_argument("--impostor", type=int, metavar="I", help="worker I answers with a host key not the job's")
     a = p.parse_args()
     if os.geteuid() != 0:
@@ -265,6 +267,8 @@ def main() -> int:
             args.insert(args.index("mpirun") + 1, "-x")
             args.insert(args.index("mpirun") + 2, "PYTHONPATH")
         argv = [*container["command"], *args]
+        if a.launcher_command:
+            argv = shlex.split(a.launcher_command)
         env = {**base_env, **container_env(container), "K_MPI_JOB_ROLE": "launcher",
                "OMPI_MCA_orte_keep_fqdn_hostnames": "true", "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
                "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",

@@ -8,6 +8,7 @@
 
 import copy
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -202,3 +203,16 @@ def test_launcher_refuses_a_worker_whose_host_key_is_not_the_jobs():
     out = emulate("mpijob.yaml", "--impostor", "1", "--replace", "12=1", "--timeout", "90", timeout=110, ok=False)
     assert "Host key verification failed" in out, out[-3000:]
     assert "training on" not in out
+
+
+@requires_horovod
+@pytest.mark.horovod
+@pytest.mark.timeout(180)
+def test_doctor_in_the_launcher_pod_names_the_mpijob():
+    out = emulate("mpijob.yaml", "--launcher-command", "hvdkit doctor --json", "--timeout", "150", timeout=170)
+    body = out[out.index("{"):out.rindex("}") + 1]
+    launcher = json.loads(re.sub(r"^\[ *[\d.]+s\] ", "", body, flags=re.M))["facts"]["launcher"]
+    assert launcher["kind"] == "mpijob", launcher
+    assert "MPIJob launcher: hostfile /etc/mpi/hostfile, 2 worker(s), 4 slot(s): hvdkit-mnist-worker-0." \
+           in launcher["detail"] and "discover_hosts.sh present" in launcher["detail"]
+    assert "`mpirun` reads /etc/mpi/hostfile" in launcher["uses"]
