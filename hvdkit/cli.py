@@ -7,7 +7,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``hvdkit`` command: doctor, build-horovod, elastic-local, bench."""
+    """The ``hvdkit`` command: doctor, build-horovod, elastic-local, slurm-gloo, bench."""
     parser = argparse.ArgumentParser(prog="hvdkit", description="Horovod data-parallel training toolkit")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -22,6 +22,10 @@ def main(argv: list[str] | None = None) -> int:
                        add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
+    p = sub.add_parser("slurm-gloo", help="Gloo-only Horovod job over a Slurm allocation (rendezvous + srun)",
+                       add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
     p = sub.add_parser("bench", help="benchmarks against raw Horovod, DDP, tf.distribute, mpi4py, torch.save")
     from hvdkit.bench.cli import add_arguments
 
@@ -32,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         from hvdkit.elastic_local import main as elastic_main
 
         return elastic_main(argv[1:])
+    if argv[:1] == ["slurm-gloo"]:  # the training command goes on verbatim
+        from hvdkit.runtime.slurm_gloo import main as slurm_gloo_main
+
+        return slurm_gloo_main(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "bench":
         from hvdkit.bench.cli import run

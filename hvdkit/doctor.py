@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+from hvdkit.runtime.environments import detect as detect_launcher
 from hvdkit.runtime.tuning import (
     RUNTIME_DEFAULTS,
     available_cores,
@@ -96,6 +97,10 @@ def collect() -> Report:
     f["cpu_count"] = cores
     f["threads_per_rank"] = {str(n): threads_per_rank(n) for n in sorted({1, 2, local})}
     f["runtime_defaults"] = {k: v for k, (v, _why) in RUNTIME_DEFAULTS.items()}
+    launcher = detect_launcher(cores=cores)
+    f["launcher"] = {"kind": launcher.kind, "detail": launcher.detail, "uses": launcher.uses}
+    if launcher.problem:
+        r.problem(launcher.problem, "see docs/clusters.md (Slurm)")
 
     if sys.version_info[:2] != (3, 11):
         r.problem(f"Python {f['python']}: hvdkit's Horovod build is tested on 3.11",
@@ -127,6 +132,8 @@ def render(r: Report) -> str:
         lines.append(f"  {key:<18} {f.get(key) or 'not installed'}")
     tpr = ", ".join(f"{n} rank(s)/host -> {t}" for n, t in f["threads_per_rank"].items())
     lines.append(f"  {'threads per rank':<18} {tpr}")
+    if f.get("launcher"):
+        lines += [f"  {'launcher':<18} {f['launcher']['detail']}", f"  {'will use':<18} {f['launcher']['uses']}"]
     b = f.get("horovod_build")
     if b:
         def yes(d: dict[str, Any]) -> str:

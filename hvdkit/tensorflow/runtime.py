@@ -8,6 +8,7 @@ import os
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
+from hvdkit.runtime.environments import prepare_process
 from hvdkit.runtime.tuning import apply_runtime_defaults, check_threads, resolve_threads, timeline_env
 
 log = logging.getLogger("hvdkit")
@@ -22,6 +23,7 @@ def init(threads: int | None = None, *, timeline: str | os.PathLike[str] | None 
     Call it before TensorFlow runs any op: TF fixes its thread pools at the first one.
     """
     check_threads(threads)
+    prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     timeline_env(timeline)
     apply_runtime_defaults()
     hvd.init()

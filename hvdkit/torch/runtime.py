@@ -7,6 +7,7 @@ import os
 import horovod.torch as hvd
 import torch
 
+from hvdkit.runtime.environments import prepare_process
 from hvdkit.runtime.tuning import apply_runtime_defaults, check_threads, resolve_threads, timeline_env
 
 rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.local_size
@@ -17,6 +18,7 @@ def init(threads: int | None = None, *, timeline: str | os.PathLike[str] | None 
     (see :func:`hvdkit.runtime.tuning.resolve_threads`). ``timeline="path.json"`` records Horovod's
     timeline of every collective there (:func:`hvdkit.runtime.tuning.timeline_env`)."""
     check_threads(threads)
+    prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     timeline_env(timeline)
     apply_runtime_defaults()
     hvd.init()

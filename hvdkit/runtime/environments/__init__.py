@@ -1,0 +1,96 @@
+"""Which launcher started this process, and what hvdkit does with it.
+
+One module per launcher: :mod:`.local` (none, or ``horovodrun`` on this machine), :mod:`.slurm`
+(an allocation or an ``srun`` step) and :mod:`.mpijob` (the Kubeflow MPI Operator's launcher).
+:func:`detect` names the context for ``hvdkit doctor``; :func:`prepare_process` is the one hook the
+adapters' ``init()`` call before ``hvd.init()``: in an ``srun`` step started by ``hvdkit slurm-gloo``
+it maps ``SLURM_*`` to Horovod's Gloo variables, and it stops a step that could only train as
+independent single-process jobs (``srun`` without MPI wire-up and without a rendezvous).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+
+from hvdkit.runtime.environments import local, mpijob, slurm
+
+_MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
+
+
+@dataclass(frozen=True)
+class LauncherContext:
+    """What started this process (``kind``), in words (``detail``), and what hvdkit will use."""
+    kind: str  # local | horovodrun | mpi | slurm-allocation | slurm-step | slurm-gloo | mpijob
+    detail: str
+    uses: str
+    problem: str | None = None  # set when this process cannot train as launched
+
+
+def _env(environ: MutableMapping[str, str] | None) -> MutableMapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> LauncherContext:
+    """The launcher context of this process (nothing is changed)."""
+    env = _env(environ)
+    if "HOROVOD_RANK" in env and "HOROVOD_HOSTNAME" in env:
+        return LauncherContext("horovodrun", local.horovodrun_describe(env), "Horovod's Gloo controller, as set")
+    mpi_var = next((v for v in _MPI_RANK_VARS if v in env), None)
+    if mpi_var:
+        how = "srun --mpi=pmix (direct launch)" if slurm.in_step(env) and mpi_var == "PMIX_RANK" and \
+            "OMPI_COMM_WORLD_RANK" not in env else "mpirun"
+        where = f", inside {slurm.describe(env)}" if slurm.in_allocation(env) else ""
+        return LauncherContext("mpi", f"MPI rank {env[mpi_var]} started by {how}{where}",
+                               "Horovod's MPI controller: rank, local rank and size from MPI")
+    if slurm.in_step(env):
+        if "HOROVOD_GLOO_RENDEZVOUS_ADDR" in env:
+            return LauncherContext("slurm-gloo", slurm.describe(env),
+                                   "Horovod's Gloo controller: HOROVOD_* from SLURM_PROCID/LOCALID/STEP_NODELIST, "
+                                   f"rendezvous {env['HOROVOD_GLOO_RENDEZVOUS_ADDR']}:"
+                                   f"{env.get('HOROVOD_GLOO_RENDEZVOUS_PORT')}")
+        tasks = int(env.get("SLURM_STEP_NUM_TASKS", "1"))
+        problem = None if tasks == 1 else (
+            f"srun started {tasks} tasks but nothing connects them (no MPI/PMIx variables, no Gloo rendezvous): "
+            "each would train alone. Use `srun --mpi=pmix ...` for MPI, or `hvdkit slurm-gloo ...` for Gloo")
+        return LauncherContext("slurm-step", slurm.describe(env), "a single process (this step has no wire-up)",
+                               problem)
+    if slurm.in_allocation(env):
+        mpi = ("`srun --mpi=pmix python train.py` (MPI, direct launch)" if "pmix" in slurm.mpi_plugins()
+               else "`mpirun python train.py` (this Slurm has no PMIx plugin: Open MPI reads the allocation)")
+        return LauncherContext("slurm-allocation", slurm.describe(env),
+                               f"{mpi} or `hvdkit slurm-gloo python train.py` (Gloo, no MPI); no host list")
+    hostfile = mpijob.hostfile_path(env)
+    if hostfile:
+        return LauncherContext("mpijob", mpijob.describe(env, hostfile),
+                               f"`mpirun` reads {hostfile} (no -H); elastic: horovodrun --host-discovery-script "
+                               f"{mpijob.DISCOVER_HOSTS}")
+    return LauncherContext("local", local.describe(cores),
+                           "one process, or `horovodrun -np N -H localhost:N` for N on this machine")
+
+
+def prepare_process(environ: MutableMapping[str, str] | None = None) -> LauncherContext:
+    """Before ``hvd.init()``: fill in Horovod's Gloo variables under ``hvdkit slurm-gloo``; refuse
+    an ``srun`` step of several tasks that nothing wires together. Returns the context."""
+    env = _env(environ)
+    ctx = detect(env)
+    if ctx.kind == "slurm-gloo" and "HOROVOD_RANK" not in env:
+        slot = slurm.step_slot(env)
+        expected = env.get("HVDKIT_GLOO_PLAN")
+        actual = ",".join(f"{h}:{n}" for h, n in _plan_summary(env))
+        if expected and expected != actual:
+            raise RuntimeError(f"this srun step runs tasks {actual} but the Gloo rendezvous was sized for "
+                               f"{expected}: start it through `hvdkit slurm-gloo` without task options")
+        env.update(slurm.gloo_env(slot))
+    elif ctx.problem:
+        raise RuntimeError(ctx.problem)
+    return ctx
+
+
+def _plan_summary(env: MutableMapping[str, str]) -> list[tuple[str, int]]:
+    hosts = slurm.expand_hostlist(env["SLURM_STEP_NODELIST"])
+    return list(zip(hosts, slurm.expand_tasks_per_node(env["SLURM_STEP_TASKS_PER_NODE"])))
+
+
+__all__ = ["LauncherContext", "detect", "prepare_process"]

@@ -1,0 +1,151 @@
+"""Slurm: what an allocation and a job step say about this process, in Horovod's terms.
+
+Slurm describes a step with ``SLURM_PROCID`` (global rank), ``SLURM_LOCALID`` (rank on this
+node), ``SLURM_STEP_NODELIST`` (compressed host list, ``node[1-3,7]``) and
+``SLURM_STEP_TASKS_PER_NODE`` (``2(x3),1``). Horovod's Gloo controller wants ``HOROVOD_RANK``,
+``HOROVOD_SIZE``, ``HOROVOD_LOCAL_RANK/SIZE``, ``HOROVOD_CROSS_RANK/SIZE`` and
+``HOROVOD_HOSTNAME``, and a rendezvous server whose scopes are sized from the same plan
+(:mod:`hvdkit.runtime.slurm_gloo` runs it). Both sides build the plan with :func:`host_plan`,
+which orders ranks host by host as ``horovodrun`` and srun's default block distribution do.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One rank's place in a job, with the fields of Horovod's ``SlotInfo``."""
+    hostname: str
+    rank: int
+    local_rank: int
+    cross_rank: int
+    size: int
+    local_size: int
+    cross_size: int
+
+
+def expand_hostlist(hostlist: str) -> list[str]:
+    """Slurm's compressed host list (``node[1-2,05],gpu-a``) as names, in order."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(hostlist + ","):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(hostlist[start:i])
+            start = i + 1
+    names: list[str] = []
+    for part in filter(None, parts):
+        m = re.fullmatch(r"([^\[\]]*)\[([^\]]*)\]([^\[\]]*)", part)
+        if not m:
+            if "[" in part or "]" in part:
+                raise ValueError(f"Slurm host list {hostlist!r}: cannot read {part!r} (use `scontrol show hostnames`)")
+            names.append(part)
+            continue
+        prefix, ranges, suffix = m.groups()
+        for r in ranges.split(","):
+            lo, _, hi = r.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                raise ValueError(f"Slurm host list {hostlist!r}: bad range {r!r}")
+            names += [f"{prefix}{i:0{len(lo)}d}{suffix}" for i in range(int(lo), int(hi or lo) + 1)]
+    return names
+
+
+def expand_tasks_per_node(spec: str) -> list[int]:
+    """Slurm's per-node task counts (``2(x3),1``) as a list (``[2, 2, 2, 1]``)."""
+    counts: list[int] = []
+    for part in spec.split(","):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not m:
+            raise ValueError(f"Slurm tasks per node {spec!r}: cannot read {part!r}")
+        counts += [int(m.group(1))] * int(m.group(2) or 1)
+    return counts
+
+
+def host_plan(hosts: list[str], tasks_per_host: list[int]) -> list[Slot]:
+    """Every rank's slot: ranks host by host; cross rank = index among hosts with that local rank."""
+    if len(hosts) != len(tasks_per_host):
+        raise ValueError(f"{len(hosts)} hosts but task counts for {len(tasks_per_host)}: {hosts} / {tasks_per_host}")
+    size = sum(tasks_per_host)
+    slots = []
+    rank = 0
+    for h, (host, n) in enumerate(zip(hosts, tasks_per_host)):
+        for local_rank in range(n):
+            with_rank = [i for i, m in enumerate(tasks_per_host) if m > local_rank]
+            slots.append(Slot(host, rank, local_rank, with_rank.index(h), size, n, len(with_rank)))
+            rank += 1
+    return slots
+
+
+def in_step(env: Mapping[str, str]) -> bool:
+    """True in a task that ``srun`` started (not in the batch script itself)."""
+    return "SLURM_STEP_ID" in env and "SLURM_PROCID" in env and "SLURM_STEP_NUM_TASKS" in env
+
+
+def in_allocation(env: Mapping[str, str]) -> bool:
+    """True anywhere inside a Slurm job (batch script, salloc shell or step)."""
+    return "SLURM_JOB_ID" in env
+
+
+def allocation_plan(env: Mapping[str, str]) -> list[Slot]:
+    """The plan of the whole allocation (what ``srun`` with no task options starts)."""
+    hosts = expand_hostlist(env["SLURM_JOB_NODELIST"])
+    return host_plan(hosts, expand_tasks_per_node(env["SLURM_TASKS_PER_NODE"]))
+
+
+def step_slot(env: Mapping[str, str]) -> Slot:
+    """This task's slot in its step, checked against what Slurm says about it."""
+    hosts = expand_hostlist(env["SLURM_STEP_NODELIST"])
+    plan = host_plan(hosts, expand_tasks_per_node(env["SLURM_STEP_TASKS_PER_NODE"]))
+    rank = int(env["SLURM_PROCID"])
+    slot = plan[rank]
+    node = env.get("SLURMD_NODENAME", slot.hostname)
+    if (slot.hostname, slot.local_rank) != (node, int(env.get("SLURM_LOCALID", slot.local_rank))):
+        raise RuntimeError(
+            f"Slurm placed task {rank} as local task {env.get('SLURM_LOCALID')} on {node}, not block-wise "
+            f"(expected local task {slot.local_rank} on {slot.hostname}): start the step with "
+            "srun --distribution=block (hvdkit slurm-gloo does)")
+    return slot
+
+
+def gloo_env(slot: Slot) -> dict[str, str]:
+    """Horovod's per-rank Gloo variables for ``slot`` (the contract of horovod.runner.gloo_run)."""
+    return {
+        "HOROVOD_HOSTNAME": slot.hostname,
+        "HOROVOD_RANK": str(slot.rank),
+        "HOROVOD_SIZE": str(slot.size),
+        "HOROVOD_LOCAL_RANK": str(slot.local_rank),
+        "HOROVOD_LOCAL_SIZE": str(slot.local_size),
+        "HOROVOD_CROSS_RANK": str(slot.cross_rank),
+        "HOROVOD_CROSS_SIZE": str(slot.cross_size),
+        "HOROVOD_CONTROLLER": "gloo",
+        "HOROVOD_CPU_OPERATIONS": "gloo",
+    }
+
+
+def describe(env: Mapping[str, str]) -> str:
+    """One line about the allocation/step, for ``hvdkit doctor``."""
+    where = f"job {env.get('SLURM_JOB_ID')}"
+    nodes = env.get("SLURM_JOB_NODELIST", "?")
+    tasks = env.get("SLURM_TASKS_PER_NODE", "?")
+    if in_step(env):
+        return (f"Slurm step {env.get('SLURM_STEP_ID')} of {where}: task {env['SLURM_PROCID']} of "
+                f"{env['SLURM_STEP_NUM_TASKS']} on {env.get('SLURMD_NODENAME', '?')} (nodes {nodes})")
+    return f"Slurm allocation, {where}: nodes {nodes}, tasks per node {tasks}"
+
+
+def mpi_plugins() -> list[str]:
+    """The MPI plugins of this Slurm (``srun --mpi=list``), or [] without srun."""
+    srun = shutil.which("srun")
+    if srun is None:
+        return []
+    try:
+        out = subprocess.run([srun, "--mpi=list"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    text = out.stdout + out.stderr
+    return re.findall(r"^\s+(?:srun: )?(\w+)\s*$", text, flags=re.M)

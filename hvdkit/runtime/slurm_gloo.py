@@ -1,0 +1,77 @@
+"""``hvdkit slurm-gloo COMMAND...``: a Gloo-only Horovod job over a Slurm allocation, no MPI.
+
+Run it in the batch script (or an ``salloc`` shell). It does what ``horovodrun``'s Gloo launcher
+does, with Slurm in place of ssh: it starts Horovod's own rendezvous server
+(``horovod.runner.http.http_server.RendezvousServer``) on this node, sized from the allocation's
+plan (``SLURM_JOB_NODELIST`` x ``SLURM_TASKS_PER_NODE``, ranks host by host), then runs
+``srun --distribution=block COMMAND`` with ``HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT`` set. In every task,
+hvdkit's ``init()`` maps ``SLURM_PROCID``/``SLURM_LOCALID``/``SLURM_STEP_*`` to ``HOROVOD_RANK``,
+``HOROVOD_SIZE``, ``HOROVOD_LOCAL_RANK/SIZE``, ``HOROVOD_CROSS_RANK/SIZE``, ``HOROVOD_HOSTNAME`` and
+``HOROVOD_CONTROLLER=gloo``/``HOROVOD_CPU_OPERATIONS=gloo`` (see :mod:`hvdkit.runtime.environments`).
+The server must listen before any task starts: Horovod's HTTP store gives up after 3 tries 0.5 s apart.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+
+from hvdkit.runtime.environments import slurm
+
+
+def rendezvous_address(env: dict[str, str]) -> str:
+    """This node's address as the other nodes reach it (its Slurm node name, resolved)."""
+    name = env.get("SLURMD_NODENAME") or socket.gethostname()
+    return socket.gethostbyname(name)
+
+
+def main(argv: list[str]) -> int:
+    """Start the rendezvous server, run the srun step, return its exit status."""
+    env = dict(os.environ)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
+    if not slurm.in_allocation(env):
+        print("hvdkit slurm-gloo: not inside a Slurm allocation (SLURM_JOB_ID is not set); run it from an "
+              "sbatch script or an salloc shell", file=sys.stderr)
+        return 2
+    plan = slurm.allocation_plan(env)
+    from horovod.runner.http.http_server import RendezvousServer
+
+    server = RendezvousServer(verbose=0)
+    port = server.start()
+    server.init(plan)
+    summary = ",".join(f"{h}:{n}" for h, n in _hosts(plan))
+    env.update({
+        "HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous_address(env),
+        "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port),
+        "HVDKIT_GLOO_PLAN": summary,
+        "PYTHONUNBUFFERED": "1",
+    })
+    extra = shlex.split(env.get("HVDKIT_SRUN_ARGS", ""))
+    cmd = ["srun", "--distribution=block", f"--ntasks={len(plan)}", "--kill-on-bad-exit=1", *extra, *argv]
+    print(f"hvdkit slurm-gloo: {len(plan)} ranks on {summary}, rendezvous "
+          f"{env['HOROVOD_GLOO_RENDEZVOUS_ADDR']}:{port}: {' '.join(cmd)}", flush=True)
+    proc = subprocess.Popen(cmd, env=env)
+
+    def forward(signum: int, _frame: object) -> None:
+        proc.send_signal(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, forward)
+    try:
+        return proc.wait()
+    finally:
+        server.stop()
+
+
+def _hosts(plan: list[slurm.Slot]) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for s in plan:
+        if not out or out[-1][0] != s.hostname:
+            out.append((s.hostname, s.local_size))
+    return out
