@@ -5,9 +5,13 @@
 # HVDKIT_MIN_NP=M runs it elastic instead: horovodrun -np N --min-np M --max-np N with a
 # discovery script that lists the registered workers (a worker whose registration is removed,
 # or whose host fails, leaves the job; the others roll back to their last commit and go on).
+# It reads only public material from the shared folder (HVDKIT_CLUSTER_DIR, read-only is enough) and
+# keeps its client private key, known_hosts, ssh config and discovery script in its own private folder
+# (HVDKIT_LAUNCHER_DIR), which no worker mounts.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dir=${HVDKIT_CLUSTER_DIR:?HVDKIT_CLUSTER_DIR must name the shared cluster folder}
+private=${HVDKIT_LAUNCHER_DIR:?HVDKIT_LAUNCHER_DIR must name the launcher private folder (not shared with the workers)}
 workers=${HVDKIT_WORKERS:?HVDKIT_WORKERS must give the number of workers}
 user=${HVDKIT_CLUSTER_USER:-trainer}
 iface=${HVDKIT_NETWORK_INTERFACE:-eth0}
@@ -16,20 +20,22 @@ min_np=${HVDKIT_MIN_NP:-}
 # More horovodrun options, e.g. "--gloo-timeout-seconds 10 --prefix-output-with-timestamp".
 read -r -a extra <<< "${HVDKIT_HOROVODRUN_ARGS:-}"
 
+[ -f "$private/id_ed25519" ] || { echo "launcher: no client key in $private (run keygen.sh first)" >&2; exit 1; }
+[ -w "$private" ] || { echo "launcher: HVDKIT_LAUNCHER_DIR=$private is not writable by $(id -un)" >&2; exit 1; }
 shopt -s nullglob
 regs=("$dir"/hosts/*)
 if [ "${#regs[@]}" -ne "$workers" ]; then
   echo "launcher: expected $workers registered workers in $dir/hosts, found ${#regs[@]}" >&2
   exit 1
 fi
-cat "${regs[@]}" > "$dir/ssh/known_hosts"
+cat "${regs[@]}" > "$private/known_hosts"
 hosts=$(awk '{printf "%s%s:1", (NR > 1 ? "," : ""), $1}' "${regs[@]}")
-cat > "$dir/ssh/config" <<CONF
+cat > "$private/config" <<CONF
 Host *
   User $user
-  IdentityFile $dir/ssh/id_ed25519
+  IdentityFile $private/id_ed25519
   IdentitiesOnly yes
-  UserKnownHostsFile $dir/ssh/known_hosts
+  UserKnownHostsFile $private/known_hosts
   StrictHostKeyChecking yes
   BatchMode yes
   PasswordAuthentication no
@@ -39,12 +45,12 @@ Host *
   ServerAliveInterval 5
   ServerAliveCountMax 3
 CONF
-export HVDKIT_SSH_CONFIG="$dir/ssh/config"
+export HVDKIT_SSH_CONFIG="$private/config"
 export PATH="$here/bin:$PATH"
 # Open MPI launches every remote daemon from here (no tree spawn: workers hold no client key).
 export OMPI_MCA_plm_rsh_no_tree_spawn=1
 if [ -n "$min_np" ]; then
-  discover="$dir/discover.sh"
+  discover="$private/discover.sh"
   cat > "$discover" <<SCRIPT
 #!/bin/sh
 # registered workers, one "address:slots" line each

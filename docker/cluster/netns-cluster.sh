@@ -4,6 +4,13 @@
 # its own address on a bridge, sshd in every worker with keys generated at start, and the very
 # entrypoint scripts the containers run. Everything it starts is removed on exit, also on failure.
 #
+# Who can reach what (as in the compose demo): every node also gets its own mount namespace
+# (netns-node.sh) with a private tmpfs. The launcher's client private key is made on the launcher's
+# tmpfs and exists nowhere else; each worker's host private key is made on that worker's tmpfs; the
+# folder they share ($tmp/cluster) holds public material only (client public key, worker addresses and
+# host public keys). Workers also run in their own PID namespace, so even the training user (root here,
+# the machine's venv is root's) cannot reach another node's files through /proc/PID/root.
+#
 #   sudo docker/cluster/netns-cluster.sh            # 2 workers, a short digits training run
 #   HVDKIT_WORKERS=3 HVDKIT_TRAIN_COMMAND="python examples/keras_mnist.py --epochs 2" docker/cluster/netns-cluster.sh
 #
@@ -20,7 +27,7 @@ workers=${HVDKIT_WORKERS:-2}
 subnet=${HVDKIT_NETNS_SUBNET:-10.77.0}
 command=${HVDKIT_TRAIN_COMMAND:-python $repo/examples/pytorch_mnist.py --epochs 3}
 [ "$(id -u)" -eq 0 ] || { echo "netns-cluster: needs root (ip netns)" >&2; exit 1; }
-for tool in ip sshd ssh-keygen horovodrun; do
+for tool in ip unshare nsenter sshd ssh-keygen horovodrun; do
   command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || { echo "netns-cluster: $tool not found" >&2; exit 1; }
 done
 
@@ -28,7 +35,9 @@ tag="hk$$"
 bridge="${tag}br"
 # Not under /tmp: sshd's StrictModes refuses key files below a world-writable directory.
 tmp=$(mktemp -d /run/hvdkit-netns.XXXXXX)
-cluster="$tmp/cluster"
+cluster="$tmp/cluster"     # shared by every node: public material only
+launcher_dir="$tmp/launcher"  # the launcher's tmpfs (client private key, known_hosts, ssh config)
+node_dir="$tmp/node"        # each worker's own tmpfs at this path (host private key, sshd state)
 nodes=(launcher)
 for i in $(seq 1 "$workers"); do nodes+=("worker$i"); done
 
@@ -36,8 +45,6 @@ for i in $(seq 1 "$workers"); do nodes+=("worker$i"); done
 cleanup() {
   local rc=$?
   for node in "${nodes[@]}"; do
-    pidfile="$cluster/nodes/$node/sshd.pid"
-    if [ -f "$pidfile" ]; then kill "$(cat "$pidfile")" 2>/dev/null || true; fi
     ip netns pids "$tag-$node" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "$tag-$node" 2>/dev/null || true
     rm -rf "/etc/netns/$tag-$node"
@@ -78,16 +85,37 @@ for node in "${nodes[@]}"; do
 done
 
 HVDKIT_CLUSTER_USER=$(id -un)
-export HVDKIT_CLUSTER_DIR="$cluster" HVDKIT_CLUSTER_USER
-mkdir -p "$cluster"
-"$here/keygen.sh"
+export HVDKIT_CLUSTER_DIR="$cluster" HVDKIT_CLUSTER_USER HVDKIT_LAUNCHER_DIR="$launcher_dir" HVDKIT_NODE_STATE="$node_dir"
+mkdir -p "$cluster" "$launcher_dir" "$node_dir"
+# start_node NODE ROLE [unshare options]: the node's namespaces are held by a process of its own
+# (netns-node.sh), which reports "ready" on a fifo once its start-up is done.
+declare -A holder
+start_node() {
+  local node=$1 role=$2 fifo="$tmp/$1.ready" fd status=""
+  shift 2
+  mkfifo "$fifo"
+  exec {fd}<>"$fifo"  # read-write: opening does not block, and read -t can time out
+  ip netns exec "$tag-$node" unshare --mount --propagation private "$@" "$here/netns-node.sh" "$fifo" "$role" &
+  holder[$node]=$!
+  disown  # cleanup kills it; no "Killed" line from the shell
+  read -r -t 60 -u "$fd" status || status="no answer in 60 s"
+  exec {fd}<&-
+  [ "$status" = ready ] || { echo "netns-cluster: $node did not start: $status" >&2; exit 1; }
+}
+start_node launcher launcher  # keygen.sh, in the launcher's own mount namespace
 idx=11
 for i in $(seq 1 "$workers"); do
-  HVDKIT_NODE_NAME="worker$i" HVDKIT_NODE_ADDR="$subnet.$idx" HVDKIT_FOREGROUND=0 \
-    ip netns exec "$tag-worker$i" "$here/worker-entrypoint.sh"
-  HVDKIT_NODE_NAME="worker$i" ip netns exec "$tag-worker$i" "$here/worker-healthcheck.sh"
+  HVDKIT_NODE_NAME="worker$i" HVDKIT_NODE_ADDR="$subnet.$idx" start_node "worker$i" worker --pid --fork --mount-proc
   idx=$((idx + 1))
 done
+if [ -n "${HVDKIT_NETNS_IMPOSTOR:-}" ]; then
+  # A test of the launcher's host-key check: the registration of this worker names a host key that
+  # its sshd does not have (what the launcher sees when another machine answers at that address).
+  ssh-keygen -q -t ed25519 -N "" -C impostor -f "$tmp/impostor"
+  read -r addr _ < "$cluster/hosts/$HVDKIT_NETNS_IMPOSTOR"
+  printf '%s %s\n' "$addr" "$(cut -d' ' -f1,2 "$tmp/impostor.pub")" > "$cluster/hosts/$HVDKIT_NETNS_IMPOSTOR"
+  echo "netns-cluster: $HVDKIT_NETNS_IMPOSTOR now registers a host key its sshd does not have"
+fi
 
 # The namespaces share this machine's cores: split them between the workers.
 export HVDKIT_THREADS=${HVDKIT_THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))}
@@ -95,7 +123,7 @@ cd "$repo"
 start=$(date +%s)
 run_launcher() {
   HVDKIT_WORKERS="$workers" HVDKIT_TRAIN_COMMAND="$command" PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" \
-    ip netns exec "$tag-launcher" "$here/launcher-entrypoint.sh"
+    nsenter --target "${holder[launcher]}" --mount --net "$here/launcher-entrypoint.sh"
 }
 lose_node() {  # $1: node name; the whole "host" goes away at once
   local ns="$tag-$1"

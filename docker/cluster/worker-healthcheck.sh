@@ -3,4 +3,5 @@
 set -euo pipefail
 dir=${HVDKIT_CLUSTER_DIR:?}
 node=${HVDKIT_NODE_NAME:-$(hostname)}
-[ -s "$dir/hosts/$node" ] && kill -0 "$(cat "$dir/nodes/$node/sshd.pid")"
+state=${HVDKIT_NODE_STATE:-/run/hvdkit-node}
+[ -s "$dir/hosts/$node" ] && kill -0 "$(cat "$state/sshd.pid")"

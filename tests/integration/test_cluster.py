@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, requires_horovod
+import yaml
+from helpers import REPO, WORKERS, requires_horovod
 
 DOCKERFILES = sorted(str(p) for p in (REPO / "docker").glob("*/Dockerfile"))
 SCRIPTS = [*sorted(str(p) for p in (REPO / "docker/cluster").glob("*.sh")),
@@ -59,6 +60,81 @@ def test_no_private_key_or_secret_is_committed():
         if path.is_file() and path.stat().st_size < 2_000_000:
             text = path.read_text(errors="ignore")
             assert not re.search(r"-----BEGIN [A-Z ]*PRIVATE KEY-----", text), name
+
+
+def _private_keys_under(folder: Path) -> list[str]:
+    return sorted(str(p) for p in folder.rglob("*")
+                  if p.is_file() and "PRIVATE KEY-----" in p.read_text(errors="ignore"))
+
+
+@pytest.mark.timeout(60)
+def test_launcher_client_private_key_is_not_on_the_folder_workers_share(tmp_path):
+    """keygen.sh puts the client private key in the launcher's own folder; the shared folder gets only
+    the public key (before: the private key sat on the shared volume, readable by the training user
+    of every worker, who could then log in to every other worker)."""
+    need("ssh-keygen")
+    shared, private = tmp_path / "cluster", tmp_path / "launcher"
+    env = {**os.environ, "HVDKIT_CLUSTER_DIR": str(shared), "HVDKIT_LAUNCHER_DIR": str(private)}
+    proc = subprocess.run(["bash", str(REPO / "docker/cluster/keygen.sh")], capture_output=True, text=True,
+                          timeout=50, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert _private_keys_under(shared) == []
+    assert (shared / "ssh/id_ed25519.pub").read_text().startswith("ssh-ed25519 ")
+    assert _private_keys_under(private) == [str(private / "id_ed25519")]
+    assert (private / "id_ed25519").stat().st_mode & 0o077 == 0 and private.stat().st_mode & 0o077 == 0
+    # A private folder inside the shared one is refused, naming both.
+    proc = subprocess.run(["bash", str(REPO / "docker/cluster/keygen.sh")], capture_output=True, text=True,
+                          timeout=50, env={**env, "HVDKIT_LAUNCHER_DIR": str(shared / "launcher")})
+    assert proc.returncode == 1
+    assert f"HVDKIT_LAUNCHER_DIR={shared}/launcher is inside the shared HVDKIT_CLUSTER_DIR={shared}" in proc.stderr
+    assert _private_keys_under(shared) == []
+
+
+@pytest.mark.timeout(60)
+def test_worker_refuses_to_keep_its_host_private_key_on_the_shared_folder(tmp_path):
+    """Before: each worker's host private key was made on the shared volume, so any worker could
+    impersonate any other. Now the host key lives in the node's own folder, never in the shared one."""
+    shared = tmp_path / "cluster"
+    (shared / "ssh").mkdir(parents=True)
+    env = {**os.environ, "HVDKIT_CLUSTER_DIR": str(shared), "HVDKIT_NODE_STATE": str(shared / "nodes/worker1"),
+           "HVDKIT_NODE_NAME": "worker1", "HVDKIT_NODE_ADDR": "127.0.0.1", "HVDKIT_FOREGROUND": "0"}
+    proc = subprocess.run(["bash", str(REPO / "docker/cluster/worker-entrypoint.sh")], capture_output=True,
+                          text=True, timeout=50, env=env)
+    assert proc.returncode == 1
+    assert "the host private key must stay on the node" in proc.stderr
+    assert _private_keys_under(shared) == []
+
+
+@pytest.mark.timeout(120)
+def test_compose_mounts_the_launcher_key_volume_on_keygen_and_launcher_only():
+    """Compose: the client private key is on a volume no worker mounts; the launcher sees the shared
+    volume read-only; a worker's host key stays in the container (no volume at its folder)."""
+    need("docker-compose")
+    proc = subprocess.run(["docker-compose", "-f", str(REPO / "docker/docker-compose.yml"), "config"],
+                          capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stderr
+    services = yaml.safe_load(proc.stdout)["services"]
+
+    def mounts(name):  # target -> {"source", "read_only"}, from the short ("src:dst:ro") or long syntax
+        out = {}
+        for v in services[name].get("volumes", []):
+            if isinstance(v, str):
+                src, dst, *mode = v.split(":")
+                v = {"source": src, "target": dst, "read_only": mode == ["ro"]}
+            out[v["target"]] = v
+        return out
+
+    key_dir = services["keygen"]["environment"].get("HVDKIT_LAUNCHER_DIR")
+    assert key_dir, "keygen has no HVDKIT_LAUNCHER_DIR: the client key would go to the shared volume"
+    assert services["launcher"]["environment"]["HVDKIT_LAUNCHER_DIR"] == key_dir
+    volume = mounts("keygen")[key_dir]["source"]
+    assert mounts("launcher")[key_dir]["source"] == volume
+    assert volume not in {v["source"] for v in mounts("worker").values()}
+    shared = services["worker"]["environment"]["HVDKIT_CLUSTER_DIR"]
+    assert mounts("keygen")[shared]["source"] != volume
+    assert mounts("launcher")[shared].get("read_only") is True
+    state = services["worker"]["environment"].get("HVDKIT_NODE_STATE", "/run/hvdkit-node")
+    assert not any(state == t or state.startswith(t.rstrip("/") + "/") for t in mounts("worker"))
 
 
 def _leftovers(tag_prefix="hk"):
@@ -137,4 +213,62 @@ def test_netns_cluster_elastic_job_survives_losing_a_host(example):
     recovered = time.mktime(time.strptime(stamp.group(1), "%a %b %d %H:%M:%S %Y"))
     print(f"{example}: host loss -> elastic reset done: {recovered - float(lost.group(1)):.0f} s "
           "(+-1 s; Gloo timeout 10 s)")
+    assert _leftovers() == ([], [], [])
+
+
+def _run_cluster(env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """netns-cluster.sh; past the timeout it gets SIGTERM first, so that its trap removes what it made."""
+    proc = subprocess.Popen(["bash", str(REPO / "docker/cluster/netns-cluster.sh")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+        pytest.fail(f"netns-cluster.sh ran past {timeout} s\n{(out + err)[-5000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.fixture(scope="module")
+def key_probe_run():
+    """One cluster whose "training" is tests/workers/key_probe.py on every worker, as the training user."""
+    _netns_ready()
+    need("horovodrun")
+    env = {**os.environ, "HVDKIT_TRAIN_COMMAND": f"python {WORKERS / 'key_probe.py'}"}
+    proc = _run_cluster(env, timeout=150)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-5000:]
+    assert _leftovers() == ([], [], [])
+    for addr in ("10.77.0.11", "10.77.0.12"):  # the probe ran on both workers and saw the published keys
+        assert f"key-probe {addr}: shared folder" in out and "published client key found, 2 registered" in out, out
+        assert re.search(rf"key-probe {addr}: \d+ readable files checked", out), out
+    return out
+
+
+@pytest.mark.timeout(200)
+def test_no_worker_can_read_the_launcher_client_private_key(key_probe_run):
+    """Before: the training user of any worker could read the launcher's client key on the shared
+    folder and ssh to every other worker. Now it exists only in the launcher's own namespace."""
+    assert "THE LAUNCHER CLIENT PRIVATE KEY" not in key_probe_run, key_probe_run
+
+
+@pytest.mark.timeout(200)
+def test_no_worker_can_read_another_workers_host_private_key(key_probe_run):
+    """Before: every worker's host private key was on the shared folder (any worker could impersonate
+    any other). Now each one is on its own node; a worker sees at most its own."""
+    assert "THE HOST PRIVATE KEY OF" not in key_probe_run, key_probe_run
+
+
+@pytest.mark.timeout(200)
+def test_launcher_refuses_a_worker_that_publishes_a_foreign_host_key():
+    """A registration whose host key is not the one the worker's sshd presents (another machine at
+    that address) gets no job: strict host-key checking against the published host public keys."""
+    _netns_ready()
+    need("horovodrun")
+    env = {**os.environ, "HVDKIT_NETNS_IMPOSTOR": "worker2", "HVDKIT_TRAIN_COMMAND": "python -c pass"}
+    proc = _run_cluster(env, timeout=150)
+    out = proc.stdout + proc.stderr
+    assert "worker2 now registers a host key its sshd does not have" in out, out[-3000:]
+    assert proc.returncode != 0, out[-3000:]
+    assert "Host key verification failed" in out or "REMOTE HOST IDENTIFICATION HAS CHANGED" in out, out[-3000:]
     assert _leftovers() == ([], [], [])
