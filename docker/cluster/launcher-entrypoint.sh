@@ -49,6 +49,10 @@ export HVDKIT_SSH_CONFIG="$private/config"
 export PATH="$here/bin:$PATH"
 # Open MPI launches every remote daemon from here (no tree spawn: workers hold no client key).
 export OMPI_MCA_plm_rsh_no_tree_spawn=1
+# Containers: Docker's default seccomp profile denies process_vm_readv, which Open MPI's shared-memory
+# single-copy path needs (large messages between ranks on one worker fail with errno 1). horovodrun
+# exports this to every rank (mpirun -x).
+export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 if [ -n "$min_np" ]; then
   discover="$private/discover.sh"
   cat > "$discover" <<SCRIPT

@@ -137,6 +137,96 @@ def test_compose_mounts_the_launcher_key_volume_on_keygen_and_launcher_only():
     assert not any(state == t or state.startswith(t.rstrip("/") + "/") for t in mounts("worker"))
 
 
+FAKE_HOROVODRUN = """#!/bin/sh
+echo "fake-horovodrun $*"
+echo "single-copy=$OMPI_MCA_btl_vader_single_copy_mechanism"
+cat "$HVDKIT_SSH_CONFIG"
+prev=""
+for a in "$@"; do
+  if [ "$prev" = --host-discovery-script ]; then echo "discovered: $("$a" | tr '\\n' ' ')"; fi
+  prev=$a
+done
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("elastic", [False, True])
+def test_launcher_runs_unprivileged_with_a_root_owned_shared_folder(elastic):
+    """The compose launcher runs as "trainer" and the shared folder belongs to root (read-only for it):
+    before, it wrote known_hosts, its ssh config and the discovery script into /cluster/ssh and died
+    with "Permission denied". It also sets Open MPI's single-copy mechanism to none for containers.
+    Real scripts, run as an unprivileged user; only horovodrun is a stand-in that prints what it got."""
+    if os.geteuid() != 0:
+        pytest.skip("switching to an unprivileged user needs root")
+    need("setpriv")
+    need("ssh-keygen")
+    import tempfile
+    base = Path(tempfile.mkdtemp(prefix="hvdkit-launcher-test."))
+    try:
+        base.chmod(0o755)
+        shared, private, fake = base / "cluster", base / "launcher", base / "bin"
+        env = {**os.environ, "HVDKIT_CLUSTER_DIR": str(shared), "HVDKIT_LAUNCHER_DIR": str(private)}
+        subprocess.run(["bash", str(REPO / "docker/cluster/keygen.sh")], check=True, capture_output=True,
+                       timeout=50, env=env)
+        for i in (1, 2):
+            (shared / "hosts" / f"worker{i}").write_text(f"10.9.0.{i} ssh-ed25519 AAAAworker{i}\n")
+        fake.mkdir()
+        (fake / "horovodrun").write_text(FAKE_HOROVODRUN)
+        (fake / "horovodrun").chmod(0o755)
+        nobody = 65534
+        for path in (private, *private.iterdir()):  # compose: keygen's "chown -R trainer /launcher"
+            os.chown(path, nobody, nobody)
+        env = {**env, "PATH": f"{fake}:{os.environ['PATH']}", "HVDKIT_WORKERS": "2", "HOME": str(base),
+               "HVDKIT_CLUSTER_USER": "trainer", "HVDKIT_TRAIN_COMMAND": "python train.py",
+               "HVDKIT_MIN_NP": "1" if elastic else ""}
+        env.pop("OMPI_MCA_btl_vader_single_copy_mechanism", None)
+        proc = subprocess.run(["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
+                               "bash", str(REPO / "docker/cluster/launcher-entrypoint.sh")],
+                              capture_output=True, text=True, timeout=50, env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        out = proc.stdout
+        if elastic:
+            assert f"--host-discovery-script {private}/discover.sh" in out
+            assert "discovered: 10.9.0.1:1 10.9.0.2:1" in out
+        else:
+            assert "fake-horovodrun -np 2 -H 10.9.0.1:1,10.9.0.2:1 --network-interface eth0 python train.py" in out
+        assert "single-copy=none" in out
+        assert f"IdentityFile {private}/id_ed25519" in out and f"UserKnownHostsFile {private}/known_hosts" in out
+        assert "StrictHostKeyChecking yes" in out
+        assert (private / "known_hosts").read_text().splitlines() == [
+            "10.9.0.1 ssh-ed25519 AAAAworker1", "10.9.0.2 ssh-ed25519 AAAAworker2"]
+        assert sorted(p.name for p in (shared / "ssh").iterdir()) == ["id_ed25519.pub"]
+    finally:
+        shutil.rmtree(base)
+
+
+def test_dockerfiles_build_without_docker_hub_and_let_trainer_log_in_by_key():
+    """No BuildKit frontend to fetch (a "# syntax=" line makes BuildKit pull one from Docker Hub, so
+    air-gapped builds cannot start); the "trainer" account is not locked (useradd leaves "!", and sshd
+    refuses even key logins to a locked account); Open MPI does not use process_vm_readv, which Docker's
+    default seccomp profile denies."""
+    for dockerfile in DOCKERFILES:
+        text = Path(dockerfile).read_text()
+        assert not re.search(r"(?im)^#\s*syntax\s*=", text), dockerfile
+        assert re.search(r"useradd [^\n]*trainer \\\n && usermod -p '\*' trainer", text), dockerfile
+        assert "OMPI_MCA_btl_vader_single_copy_mechanism=none" in text, dockerfile
+
+
+def test_documented_compose_commands_name_the_launcher_service_and_remove_the_volumes():
+    """Without naming the launcher, keygen's normal exit ends the run (Compose v1 stops the cluster
+    before training; v2 never returns)."""
+    found = 0
+    for doc in ("README.md", "docs/clusters.md", "docker/docker-compose.yml", "docker/docker-compose.gpu.yml"):
+        text = (REPO / doc).read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            if "--exit-code-from" in line:
+                found += 1
+                assert re.search(r"--exit-code-from launcher launcher\b", line), f"{doc}: {line}"
+        if "--exit-code-from" in text:
+            assert "down -v" in text, doc
+    assert found >= 4
+
+
 def _leftovers(tag_prefix="hk"):
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
     ours = [line for line in ns.splitlines() if re.match(rf"{tag_prefix}\d+-", line)]
