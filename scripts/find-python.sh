@@ -3,9 +3,16 @@
 # Order: $HVDKIT_PYTHON (must be supported: no silent fallback), then python3, python3.11,
 # python3.12, python3.13 on PATH, then pyenv's installed versions. A candidate counts only if
 # it runs: pyenv shims exist on PATH for versions that are not selected and fail when run.
+# HVDKIT_PYTHON_VERSION=3.X narrows the search to that one supported version.
 # Keep SUPPORTED equal to hvdkit/buildtools/pythons.py (tests/unit/test_pythons.py checks it).
 set -uo pipefail
 SUPPORTED="3.11 3.12 3.13"
+if [ -n "${HVDKIT_PYTHON_VERSION:-}" ]; then
+  case " $SUPPORTED " in
+    *" $HVDKIT_PYTHON_VERSION "*) SUPPORTED=$HVDKIT_PYTHON_VERSION ;;
+    *) echo "HVDKIT_PYTHON_VERSION=$HVDKIT_PYTHON_VERSION is not supported; supported: $SUPPORTED" >&2; exit 1 ;;
+  esac
+fi
 
 version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
 supported() { case " $SUPPORTED " in *" $1 "*) return 0 ;; esac; return 1; }
