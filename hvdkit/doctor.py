@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+from hvdkit.buildtools.pythons import is_supported, supported_names
 from hvdkit.runtime.environments import detect as detect_launcher
 from hvdkit.runtime.tuning import (
     RUNTIME_DEFAULTS,
@@ -102,9 +103,10 @@ def collect() -> Report:
     if launcher.problem:
         r.problem(launcher.problem, "see docs/clusters.md (Slurm)")
 
-    if sys.version_info[:2] != (3, 11):
-        r.problem(f"Python {f['python']}: hvdkit's Horovod build is tested on 3.11",
-                  "create the environment with python3.11 (./run.sh does)")
+    f["supported_pythons"] = supported_names()
+    if not is_supported():
+        r.problem(f"Python {f['python']} is not supported; hvdkit supports Python {supported_names()}",
+                  "create the environment with one of them (./run.sh picks one; HVDKIT_PYTHON chooses)")
     if f["torch"] is None and f["tensorflow"] is None:
         r.problem("neither PyTorch nor TensorFlow is installed", "pip install 'hvdkit[torch]' or 'hvdkit[tensorflow]'",
                   True)
@@ -130,6 +132,8 @@ def render(r: Report) -> str:
     lines = ["hvdkit doctor", ""]
     for key in ("python", "hvdkit", "torch", "tensorflow", "keras", "horovod", "mpi", "cpu_count"):
         lines.append(f"  {key:<18} {f.get(key) or 'not installed'}")
+        if key == "python":
+            lines.append(f"  {'supported pythons':<18} {f.get('supported_pythons')}")
     tpr = ", ".join(f"{n} rank(s)/host -> {t}" for n, t in f["threads_per_rank"].items())
     lines.append(f"  {'threads per rank':<18} {tpr}")
     if f.get("launcher"):

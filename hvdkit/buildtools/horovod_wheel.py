@@ -25,11 +25,12 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tarfile
 import tempfile
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
+
+from hvdkit.buildtools.archive import safe_extract
 
 HOROVOD_VERSION = "0.28.1"
 SDIST_SHA256 = "92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0"
@@ -234,8 +235,7 @@ def build_wheel(inputs: BuildInputs, root: Path | None = None, jobs: int | None 
         log.write(json.dumps(asdict(inputs), indent=2, sort_keys=True) + "\n")
         try:
             sdist = _download_sdist(root, log)
-            with tarfile.open(sdist) as tar:
-                tar.extractall(tmp, filter="data")
+            safe_extract(sdist, Path(tmp))
             src = Path(tmp) / f"horovod-{HOROVOD_VERSION}"
             for patch in sorted(PATCH_DIR.glob("*.patch")):
                 log.write(f"$ git apply {patch.name}\n")

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Checks too slow for CI's 60-minute budget, in one place. Run them all (no argument) or by name:
+#   scripts/slow-checks.sh [pythons ...]
+#   pythons   Horovod build + 2-process job on every supported Python besides CI's 3.11 and 3.13
+#             checked in CI already too, for a full record (tests/integration/test_python_versions.py).
+# Each section prints its result; the script exits non-zero if any failed. It uses the same
+# environment as ./run.sh (bootstrapped first).
+set -uo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+sections=("$@")
+((${#sections[@]})) || sections=(pythons)
+bash "$repo/scripts/bootstrap.sh" || exit 1
+HVDKIT_HOME=${HVDKIT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdkit}
+# shellcheck disable=SC1091
+source "$(cat "$HVDKIT_HOME/current-venv")/bin/activate"
+cd "$repo" || exit 1
+failed=()
+for s in "${sections[@]}"; do
+  start=$(date +%s)
+  echo "=== slow check: $s"
+  case "$s" in
+    pythons) HVDKIT_TEST_PYTHONS="3.12 3.13" CI=true python -m pytest -q -p no:cacheprovider \
+               tests/integration/test_python_versions.py ;;
+    *) echo "unknown section: $s (known: pythons)"; false ;;
+  esac
+  rc=$?
+  echo "=== $s: $([ $rc -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
+  [ $rc -eq 0 ] || failed+=("$s")
+done
+((${#failed[@]} == 0)) || { echo "failed: ${failed[*]}"; exit 1; }
+echo "all slow checks passed"
