@@ -1,17 +1,14 @@
 """Mixed precision (#14 item 1) with real Horovod processes: fp16 overflows injected on ONE rank are
 skipped by every rank (same steps, same loss scale, identical weights); bf16 and fp16 train."""
 
-import json
-import re
-
 import pytest
-from helpers import horovodrun, requires_horovod
+from helpers import horovodrun, requires_horovod, tagged_json
 
 pytestmark = [requires_horovod, pytest.mark.horovod]
 
 
 def _rows(stdout: str, tag: str) -> list[dict]:
-    rows = [json.loads(m.group(1)) for m in re.finditer(tag + r" (\{.*\})\s*$", stdout, re.M)]
+    rows = tagged_json(stdout, tag)
     assert len(rows) == 2, stdout[-3000:]
     return sorted(rows, key=lambda r: r["rank"])
 
