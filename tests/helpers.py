@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,3 +45,12 @@ def horovodrun(script: str | Path, *args: str, np: int = 2, timeout: float = 240
 
 def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
+
+
+def tagged_json(stdout: str, tag: str) -> list[dict]:
+    """The JSON objects printed after ``TAG `` (by each rank), read with ``raw_decode`` so that horovodrun's
+    ``[1,0]<stdout>:`` prefixes glued to the end of a line do not matter."""
+    decoder, rows = json.JSONDecoder(), []
+    for m in re.finditer(re.escape(tag) + " ", stdout):
+        rows.append(decoder.raw_decode(stdout, m.end())[0])
+    return rows

@@ -10,6 +10,7 @@ AR = "hvdkit.bench.workers.allreduce"
 TT = "hvdkit.bench.workers.train_torch"
 TK = "hvdkit.bench.workers.train_keras"
 AO = "hvdkit.bench.workers.adapter_overhead"
+PR = "hvdkit.bench.workers.precision"
 
 
 
@@ -117,5 +118,17 @@ def checkpoint(quick: bool, log: Callable[[str], None]) -> Result:
          "goal": None}]}
 
 
+def precision(quick: bool, log: Callable[[str], None]) -> Result:
+    """bf16 against fp32 step time in hvdkit's Trainer (torch.autocast on this machine's device), paired."""
+    log("precision: Trainer precision='bf16' vs '32', 2 procs, paired epochs in one job")
+    r = run_worker("horovodrun", 2, PR, ["--rounds", "4" if quick else "10", "--steps", "10" if quick else "20"],
+                   tuned=True)
+    return {"result": r, "targets": [
+        {"target": "bf16 vs fp32 samples/s, Trainer(precision='bf16') over '32', 2 procs on CPU, median of paired "
+                   f"rounds (reported; time-ratio IQR {r['time_ratio_quartiles'][0]:.3f}-"
+                   f"{r['time_ratio_quartiles'][1]:.3f})", "measured": r["speedup_median"], "goal": None}]}
+
+
 SUITES: dict[str, Callable[[bool, Callable[[str], None]], Result]] = {
-    "allreduce": allreduce, "throughput": throughput, "keras": keras, "checkpoint": checkpoint}
+    "allreduce": allreduce, "throughput": throughput, "keras": keras, "checkpoint": checkpoint,
+    "precision": precision}

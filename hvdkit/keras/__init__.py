@@ -29,6 +29,7 @@ if not keras.__version__.startswith("3.") or keras.backend.backend() != "tensorf
 from hvdkit.core.history import History  # noqa: E402
 from hvdkit.keras.elastic import fit_elastic  # noqa: E402
 from hvdkit.keras.optimizer import DistributedOptimizer, is_distributed  # noqa: E402
+from hvdkit.keras.sync_batchnorm import SyncBatchNormalization  # noqa: E402
 from hvdkit.tensorflow.comm import HorovodComm  # noqa: E402
 from hvdkit.tensorflow.data import shard  # noqa: E402
 from hvdkit.tensorflow.runtime import init, local_rank, local_size, rank, size  # noqa: E402
@@ -39,5 +40,5 @@ def verbose(level: int = 1) -> int:
     return level if rank() == 0 else 0
 
 
-__all__ = ["DistributedOptimizer", "History", "HorovodComm", "fit_elastic", "init", "is_distributed", "local_rank",
-           "local_size", "rank", "shard", "size", "verbose"]
+__all__ = ["DistributedOptimizer", "History", "HorovodComm", "SyncBatchNormalization", "fit_elastic", "init",
+           "is_distributed", "local_rank", "local_size", "rank", "shard", "size", "verbose"]

@@ -20,6 +20,7 @@ import keras
 
 from hvdkit.core.callback import Callback
 from hvdkit.core.engine import Engine
+from hvdkit.keras.mixed_precision import check_loss_scaling
 from hvdkit.keras.ops import KerasOps
 from hvdkit.tensorflow.comm import HorovodComm
 
@@ -103,6 +104,7 @@ class EngineBridge(keras.callbacks.Callback):
             return
         engine.driver = self
         try:
+            check_loss_scaling(self.model)
             engine.train_begin(int(self.params.get("epochs") or 0), steps_per_epoch=self.params.get("steps"))
         except BaseException:
             engine.driver = None

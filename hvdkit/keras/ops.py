@@ -14,6 +14,11 @@ from hvdkit.core.types import Snapshot
 from hvdkit.tensorflow.variables import broadcast_variables
 
 
+def _inner(optimizer: keras.optimizers.Optimizer) -> keras.optimizers.Optimizer:
+    """The optimizer that holds the LR and slots (inside a ``LossScaleOptimizer``, its inner one)."""
+    return getattr(optimizer, "inner_optimizer", optimizer)
+
+
 class KerasOps:
     """Reads and sets the compiled optimizer's LR and momentum, and captures/restores model, optimizer
     and RNG state for checkpoints."""
@@ -35,13 +40,13 @@ class KerasOps:
     def lr_in_momentum(self) -> bool:
         # Keras SGD: m = momentum*m - lr*g; var += m. Adam & co keep the LR outside their moments.
         """True for Keras SGD with momentum (its velocity holds the LR)."""
-        opt = self.optimizer
+        opt = _inner(self.optimizer)
         return isinstance(opt, keras.optimizers.SGD) and float(opt.momentum) > 0
 
     def get_lr(self) -> float:
         """The optimizer's LR (a float LR is needed; schedules are hvdkit callbacks)."""
         lr = self.optimizer.learning_rate
-        if isinstance(self.optimizer._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+        if isinstance(_inner(self.optimizer)._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
             raise TypeError("hvdkit's LR callbacks need a float learning rate, got a keras LearningRateSchedule; "
                             "use hvdkit's LearningRateSchedule callback instead")
         return float(keras.ops.convert_to_numpy(lr))
@@ -52,7 +57,7 @@ class KerasOps:
 
     def scale_momentum(self, factor: float) -> None:
         """Multiply SGD's momentum buffers by ``factor``."""
-        for v in getattr(self.optimizer, "momentums", []) or []:
+        for v in getattr(_inner(self.optimizer), "momentums", []) or []:
             if v is not None:
                 v.assign(v * factor)
 

@@ -8,6 +8,7 @@ import keras
 
 from hvdkit.core.collectives import check_reduction
 from hvdkit.core.validation import check_int
+from hvdkit.keras.mixed_precision import agreed_loss_scaling
 from hvdkit.tensorflow.gradients import allreduce_gradients
 
 _CLASSES: dict[type, type] = {}
@@ -51,6 +52,10 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, *, compression: 
     It behaves like the optimizer it wraps: ``learning_rate`` reads and sets the LR,
     Keras's ``LearningRateScheduler``/``ReduceLROnPlateau`` work, ``get_config()``
     round-trips, and a saved model reloads with the plain optimizer class.
+
+    Mixed precision: a ``keras.optimizers.LossScaleOptimizer`` (or any optimizer while the global policy
+    is ``mixed_float16``) comes back as :class:`hvdkit.keras.mixed_precision.LossScaleOptimizer` around
+    the distributed inner optimizer, so every rank skips the same overflowing steps.
     """
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise TypeError(f"optimizer must be a keras.optimizers.Optimizer (Keras 3), got {type(optimizer).__name__}"
@@ -62,6 +67,13 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, *, compression: 
                          "got one that already holds variables")
     check_reduction(compression, op)
     check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)
+    scaled = agreed_loss_scaling(optimizer, lambda inner: _wrap(inner, compression, backward_passes_per_step, op))
+    return _wrap(optimizer, compression, backward_passes_per_step, op) if scaled is None else scaled
+
+
+def _wrap(optimizer: keras.optimizers.Optimizer, compression: str, backward_passes_per_step: int,
+          op: str) -> keras.optimizers.Optimizer:
+    """The distributed copy of a plain (checked) optimizer."""
     config = optimizer.get_config()
     if backward_passes_per_step > 1:
         if config.get("gradient_accumulation_steps"):

@@ -17,7 +17,9 @@ from hvdkit.torch.data import EvalShardSampler, shard, shard_sampler  # noqa: E4
 from hvdkit.torch.distribute import distribute, is_distributed  # noqa: E402
 from hvdkit.torch.ops import TorchOps  # noqa: E402
 from hvdkit.torch.runtime import init, local_rank, local_size, rank, size  # noqa: E402
+from hvdkit.torch.sync_batchnorm import SyncBatchNorm, convert_sync_batchnorm  # noqa: E402
 from hvdkit.torch.trainer import Trainer  # noqa: E402
 
-__all__ = ["EvalShardSampler", "History", "HorovodComm", "TorchOps", "Trainer", "distribute", "init",
-           "is_distributed", "local_rank", "local_size", "rank", "shard", "shard_sampler", "size"]
+__all__ = ["EvalShardSampler", "History", "HorovodComm", "SyncBatchNorm", "TorchOps", "Trainer",
+           "convert_sync_batchnorm", "distribute", "init", "is_distributed", "local_rank", "local_size", "rank",
+           "shard", "shard_sampler", "size"]

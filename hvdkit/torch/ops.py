@@ -13,6 +13,7 @@ import torch
 from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.safe_format import check_plain
 from hvdkit.core.types import Snapshot
+from hvdkit.torch.precision import Precision
 
 
 def _host_copy(obj: Any) -> Any:
@@ -35,9 +36,11 @@ class TorchOps:
     name = "torch"
     lr_in_momentum = False  # torch SGD: v = m*v + g; p -= lr*v (the LR stays outside the buffer)
 
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 precision: Precision | None = None) -> None:
         self.model = model
         self.optimizer = optimizer
+        self.precision = precision
 
     def get_lr(self) -> float:
         """The first parameter group's LR (hvdkit sets every group alike)."""
@@ -55,16 +58,22 @@ class TorchOps:
         """Model, optimizer and RNG state: tensors and plain data only, so it loads with
         ``torch.load(weights_only=True)``; every tensor copied to host memory, so training can go on
         while a background thread writes it."""
-        return {
+        snapshot: Snapshot = {
             "model": _host_copy(self.model.state_dict()),
             "optimizer": _host_copy(self.optimizer.state_dict()),
             "rng": {"torch": torch.get_rng_state(), **capture_host_rng()},
         }
+        scaler = self.precision.state_dict() if self.precision is not None else {}
+        if scaler:  # fp16: the loss scale and its growth tracker resume too
+            snapshot["grad_scaler"] = _host_copy(scaler)
+        return snapshot
 
     def restore(self, snapshot: Snapshot) -> None:
         """Put a :meth:`capture` snapshot back."""
         self.model.load_state_dict(snapshot["model"])
         self.optimizer.load_state_dict(snapshot["optimizer"])
+        if self.precision is not None and snapshot.get("grad_scaler"):
+            self.precision.load_state_dict(snapshot["grad_scaler"])
         rng = snapshot.get("rng")
         if rng:
             torch.set_rng_state(rng["torch"])

@@ -28,6 +28,7 @@ from hvdkit.torch.data import EvalShardSampler, shard_sampler
 from hvdkit.torch.distribute import distribute, is_distributed
 from hvdkit.torch.elastic import TorchElasticAdapter
 from hvdkit.torch.ops import TorchOps
+from hvdkit.torch.precision import Precision
 
 MetricFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 log = logging.getLogger("hvdkit")
@@ -52,6 +53,10 @@ class Trainer:
     warm-up, schedules and ``steps_per_epoch`` count optimizer steps; an epoch's last
     ``len(loader) % k`` batches are left out, with a warning.
 
+    ``precision``: ``"32"`` (default), ``"bf16"`` (forward under ``torch.autocast`` in bfloat16) or
+    ``"fp16"`` (autocast in float16 plus a loss scaler synchronised with Horovod: a step where any rank's
+    gradients overflow is skipped on every rank). See :mod:`hvdkit.torch.precision`.
+
     ``progress``: hvdkit's tqdm bar on rank 0. The default (None) shows it when rank 0's stderr is a
     terminal and not otherwise (logs and CI stay clean); True or False force it. A ``ProgressBar`` in
     ``callbacks`` is used as given.
@@ -61,7 +66,7 @@ class Trainer:
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *,
                  callbacks: Iterable[Callback] = (), metrics: Mapping[str, MetricFn] | None = None,
                  device: str | torch.device | None = None, accumulate_steps: int = 1,
-                 progress: bool | None = None) -> None:
+                 progress: bool | None = None, precision: str = "32") -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         if not callable(loss_fn):
@@ -69,6 +74,7 @@ class Trainer:
         self.device = torch.device(device) if device is not None else next(
             (p.device for p in model.parameters()), torch.device("cpu"))
         self.model = model
+        self.precision = Precision(precision, self.device)
         self.accumulate_steps = check_int("accumulate_steps", accumulate_steps, minimum=1)
         if not is_distributed(optimizer):
             optimizer = distribute(model, optimizer, backward_passes_per_step=accumulate_steps)
@@ -91,7 +97,7 @@ class Trainer:
         show = sys.stderr.isatty() if progress is None else progress
         if show and self.comm.rank == 0 and not any(isinstance(c, ProgressBar) for c in callbacks):
             callbacks.append(ProgressBar())
-        self.engine = Engine(self.comm, TorchOps(model, self.optimizer), callbacks)
+        self.engine = Engine(self.comm, TorchOps(model, self.optimizer, self.precision), callbacks)
 
     @property
     def state(self) -> TrainState:
@@ -132,7 +138,7 @@ class Trainer:
             return "val_data must give at least one batch, got none"
         training = self.model.training
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self.precision.autocast():
                 self.model.eval()
                 x, y = self._to(batch)
                 out = self.model(x)
@@ -217,7 +223,7 @@ class Trainer:
                 loss, out = self._backward(x, y, k)
                 self._record(acc, loss, out, y)
                 total = loss.detach() if total is None else total + loss.detach()
-            self.optimizer.step()
+            self.precision.step(self.optimizer)
             assert total is not None
             end(i, {"loss": total / k})
         return acc.means()
@@ -235,9 +241,10 @@ class Trainer:
 
     def _backward(self, x: torch.Tensor, y: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Forward and backward of one micro-batch, its gradient weighted ``1/k``; returns loss and outputs."""
-        out = self.model(x)
-        loss = self.loss_fn(out, y)
-        (loss / k if k > 1 else loss).backward()
+        with self.precision.autocast():
+            out = self.model(x)
+            loss = self.loss_fn(out, y)
+        self.precision.backward(loss / k if k > 1 else loss)
         return loss, out
 
     def fit_elastic(self, train_data: Any, epochs: int, *, batch_size: int, commit_every: int = 10,
@@ -268,8 +275,9 @@ class Trainer:
         acc = self._means()
         for batch in loader:
             x, y = self._to(batch)
-            out = self.model(x)
-            acc.add([self.loss_fn(out, y)] + [fn(out, y) for fn in self.metrics.values()], len(y))
+            with self.precision.autocast():
+                out = self.model(x)
+                acc.add([self.loss_fn(out, y)] + [fn(out, y) for fn in self.metrics.values()], len(y))
         keys = acc.names
         local = {f"sum_{k}": v for k, v in zip(keys, acc.sums())}
         local["count"] = float(acc.count)

@@ -34,7 +34,7 @@ def test_bench_rejects_unknown_suites(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "hvdkit", "bench", "nccl", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert proc.returncode == 2
-    assert "suites must be among allreduce, throughput, keras, checkpoint or all, got nccl" in proc.stderr
+    assert "suites must be among allreduce, throughput, keras, checkpoint, precision or all, got nccl" in proc.stderr
 
 
 @pytest.mark.timeout(300)
@@ -49,3 +49,17 @@ def test_adapter_overhead_worker_pairs_both_loops_in_one_job(tmp_path):
     assert len(r["ratios"]) == 2 and all(x > 0 for x in r["ratios"])
     q1, q3 = r["ratio_quartiles"]
     assert q1 <= r["ratio_median"] <= q3
+
+
+@pytest.mark.timeout(300)
+def test_precision_worker_pairs_fp32_and_bf16_in_one_job(tmp_path):
+    from hvdkit.bench.launch import run_worker
+
+    r = run_worker("horovodrun", 2, "hvdkit.bench.workers.precision",
+                   ["--rounds", "3", "--steps", "4", "--inputs", "16", "--hidden", "16", "--batch", "8"],
+                   tuned=True, timeout=280)
+    assert r["size"] == 2 and r["steps"] == 4
+    assert len(r["epoch_times"]["32"]) == len(r["epoch_times"]["bf16"]) == 3  # one epoch each per round
+    q1, q3 = r["time_ratio_quartiles"]
+    assert 0 < q1 <= r["time_ratio_median"] <= q3
+    assert r["samples_per_s"]["bf16"] > 0 and r["samples_per_s"]["fp32"] > 0
