@@ -50,7 +50,9 @@ def build_image() -> tuple[subprocess.CompletedProcess, float]:
 def cpu_image(docker_engine):  # noqa: F811
     proc, took = build_image()
     size = int(docker("image", "inspect", "--format", "{{.Size}}", IMAGE).stdout)
-    print(f"\n[docker] first build this run: {took:.0f} s, {IMAGE} {size / 1e6:.0f} MB")
+    summary = [line for line in (proc.stdout + proc.stderr).splitlines()
+               if line.startswith(("[docker/build] built", "debootstrap-base: "))]
+    print(f"\n[docker] first build this run: {took:.0f} s, {IMAGE} {size / 1e6:.0f} MB; " + "; ".join(summary))
     return {"build": proc, "seconds": took, "size": size}
 
 
@@ -78,8 +80,9 @@ def test_image_builds_from_public_sources_and_rebuilds_warm(cpu_image):
         assert "Docker Hub does not answer" in build.stderr
         labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", base).stdout
         assert '"org.hvdkit.base.source":"debootstrap-bookworm"' in labels, labels
-    # This machine's pip settings (local wheel folders) never reach the builder.
-    assert "/opt/wheels" not in out and "file:///opt/pypi" not in out
+    # This machine's pip settings (local wheel folders) never reach the builder (docker build's output is
+    # build.sh's stdout; the host's own pip, fetching the torch wheel, writes to stderr).
+    assert "/opt/wheels" not in build.stdout and "file:///opt/pypi" not in build.stdout
     assert re.search(r"reusing the Horovod wheel from the wheelhouse|building horovod 0\.28\.1\+hvdkit\.cpu\.", out)
     again, took = build_image()
     steps = re.findall(r"^Step \d+/\d+ : (RUN|COPY)", again.stdout, re.M)
@@ -243,10 +246,10 @@ def test_elastic_compose_run_survives_docker_kill_of_a_worker(cpu_image):
     training one worker container is killed (SIGKILL to all its processes, its network gone); the other
     resets to 1 worker and trains to the end; the launcher exits 0."""
     env = {"MIN_NP": "1",
-           "TRAIN_COMMAND": "python /opt/hvdkit/examples/pytorch_elastic.py --epochs 8",
+           "TRAIN_COMMAND": "python /opt/hvdkit/examples/pytorch_elastic.py --epochs 12",
            "HOROVODRUN_ARGS": "--gloo-timeout-seconds 10"}
     with Compose(env) as c:
-        c.wait_for(r"epoch +3/8", timeout=300)
+        c.wait_for(r"epoch +3/12", timeout=300)
         victim = f"{PROJECT}_worker_2"
         killed = time.monotonic()
         docker("kill", victim)
@@ -255,10 +258,12 @@ def test_elastic_compose_run_survives_docker_kill_of_a_worker(cpu_image):
         out = c.output
         print(f"\n[docker] elastic compose: docker kill -> reset {reset - killed:.2f} s, "
               f"finished {time.monotonic() - killed:.0f} s after the kill, exit {rc}")
+        if os.environ.get("HVDKIT_SHOW_OUTPUT"):
+            print(out)
         assert rc == 0, out[-5000:]
         assert "--min-np 1 --max-np 2 --host-discovery-script" in out
         after = out[out.index("elastic reset #1"):]
-        assert re.search(r"epoch +8/8", after), out[-3000:]
+        assert re.search(r"epoch +12/12", after), out[-3000:]
         assert re.search(r"final validation accuracy: 0\.[5-9]\d* after 1 reset", after), out[-3000:]
         state = docker("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", victim).stdout.split()
         assert state == ["exited", "137"], state
