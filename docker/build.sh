@@ -114,6 +114,11 @@ say "DOCKER_BUILDKIT=0 docker build --build-arg BASE_IMAGE=$base -f docker/cpu/D
 start=$(date +%s)
 DOCKER_BUILDKIT=0 docker build --build-arg "BASE_IMAGE=$base" --build-arg "TORCH_INDEX=$torch_index" \
   -f "$repo/docker/cpu/Dockerfile" -t "$image" "$@" "$repo"
+# The builder stage gets a tag of its own (all cache hits now), so that it is the layer cache of the next
+# build; then the untagged hvdkit images earlier builds left behind go (no other image is touched).
+DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE_IMAGE=$base" --build-arg "TORCH_INDEX=$torch_index" \
+  -f "$repo/docker/cpu/Dockerfile" --target builder -t "$image-builder" "$@" "$repo" >/dev/null
+docker image prune -f --filter label=org.hvdkit.image=cpu >/dev/null
 size=$(docker image inspect --format '{{.Size}}' "$image")
 say "built $image from $base: docker build $(( $(date +%s) - start )) s, all $(( $(date +%s) - begin )) s;" \
   "$(( size / 1000000 )) MB"
