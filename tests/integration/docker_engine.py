@@ -84,8 +84,8 @@ def start() -> Engine:
     if os.geteuid() != 0:
         _unavailable("no Docker engine runs, and starting dockerd needs root")
     LOG.parent.mkdir(parents=True, exist_ok=True)
-    with open(LOG, "ab") as log:  # dockerd keeps its own copy of the descriptor
-        log.write(f"\n--- hvdkit tests: dockerd started at {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+    with open(LOG, "wb") as log:  # a fresh log per start; dockerd keeps its own copy of the descriptor
+        log.write(f"--- hvdkit tests: dockerd started at {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
         log.flush()
         proc = subprocess.Popen([str(dockerd), "--storage-driver", "overlay2", "--host", f"unix://{SOCKET}"],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

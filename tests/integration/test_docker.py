@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 
+import docker_engine as docker_engine_module
 import pytest
 from docker_engine import docker_engine  # noqa: F401 - the session fixture
 from helpers import REPO
@@ -66,6 +67,13 @@ def _base_of(build: subprocess.CompletedProcess) -> str:
 def test_engine_answers_with_overlay2(docker_engine):  # noqa: F811
     info = docker("info", "--format", "{{.Driver}}").stdout.strip()
     assert info == "overlay2", info
+    if docker_engine.started_here:
+        assert docker_engine.log is not None and "dockerd started" in docker_engine.log.read_text(errors="replace")
+    # An engine that already runs is used as it is, and left running.
+    again = docker_engine_module.start()
+    assert not again.started_here and again.process is None
+    docker_engine_module.stop(again)
+    assert docker_engine_module.ping()
 
 
 @pytest.mark.timeout(900)
