@@ -116,8 +116,10 @@ DOCKER_BUILDKIT=0 docker build --build-arg "BASE_IMAGE=$base" --build-arg "TORCH
   -f "$repo/docker/cpu/Dockerfile" -t "$image" "$@" "$repo"
 # The builder stage gets a tag of its own (all cache hits now), so that it is the layer cache of the next
 # build; then the untagged hvdkit images earlier builds left behind go (no other image is touched).
+again=()
+for arg in "$@"; do case "$arg" in --no-cache|--no-cache=true|--pull|--pull=true) ;; *) again+=("$arg") ;; esac; done
 DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE_IMAGE=$base" --build-arg "TORCH_INDEX=$torch_index" \
-  -f "$repo/docker/cpu/Dockerfile" --target builder -t "$image-builder" "$@" "$repo" >/dev/null
+  -f "$repo/docker/cpu/Dockerfile" --target builder -t "$image-builder" "${again[@]}" "$repo" >/dev/null
 docker image prune -f --filter label=org.hvdkit.image=cpu >/dev/null
 size=$(docker image inspect --format '{{.Size}}' "$image")
 say "built $image from $base: docker build $(( $(date +%s) - start )) s, all $(( $(date +%s) - begin )) s;" \
