@@ -13,7 +13,9 @@ import yaml
 from helpers import REPO, WORKERS, requires_horovod
 
 DOCKERFILES = sorted(str(p) for p in (REPO / "docker").glob("*/Dockerfile"))
-SCRIPTS = [*sorted(str(p) for p in (REPO / "docker/cluster").glob("*.sh")),
+SCRIPTS = [*sorted(str(p) for p in (REPO / "docker").glob("*.sh")),
+           *sorted(str(p) for p in (REPO / "docker/base").glob("*.sh")),
+           *sorted(str(p) for p in (REPO / "docker/cluster").glob("*.sh")),
            *sorted(str(p) for p in (REPO / "scripts").glob("*.sh")),
            str(REPO / "docker/cluster/bin/ssh"), str(REPO / "run.sh"), str(REPO / ".ci/run")]
 
