@@ -7,6 +7,10 @@
         loss = ...
     tape = htf.DistributedGradientTape(tape)
     grads = tape.gradient(loss, model.trainable_variables)     # averaged over workers
+
+A Horovod 0.28.1 script runs after ``import horovod.tensorflow as hvd`` becomes
+``import hvdkit.tensorflow as hvd``: Horovod's names (``__horovod_all__``, from
+:mod:`hvdkit.tensorflow.horovod_api`) sit beside hvdkit's own (``__all__``).
 """
 
 from hvdkit._imports import require
@@ -14,12 +18,16 @@ from hvdkit._imports import require
 require("tensorflow", extra="tensorflow")
 require("horovod.tensorflow", extra="tensorflow", horovod=True)
 
+from hvdkit.tensorflow import horovod_api as _horovod_api  # noqa: E402
 from hvdkit.tensorflow.comm import HorovodComm  # noqa: E402
 from hvdkit.tensorflow.data import shard  # noqa: E402
 from hvdkit.tensorflow.gradient_tape import DistributedGradientTape  # noqa: E402
 from hvdkit.tensorflow.gradients import allreduce_gradients  # noqa: E402
 from hvdkit.tensorflow.runtime import init, local_rank, local_size, rank, size  # noqa: E402
 from hvdkit.tensorflow.variables import broadcast_variables, to_tf_variables  # noqa: E402
+
+globals().update({_n: getattr(_horovod_api, _n) for _n in _horovod_api.__horovod_all__})
+__horovod_all__ = list(_horovod_api.__horovod_all__)
 
 __all__ = ["DistributedGradientTape", "HorovodComm", "allreduce_gradients", "broadcast_variables", "init",
            "local_rank", "local_size", "rank", "shard", "size", "to_tf_variables"]

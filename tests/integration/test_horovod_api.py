@@ -63,3 +63,46 @@ def test_torch_distributed_optimizer_arguments(torch_ranks, key, lr_times_grad):
     assert torch_ranks[1]["start_weights"][seed] == start  # broadcast_parameters from rank 0
     assert torch_ranks[0][key] == torch_ranks[1][key]  # the same update on every rank
     assert torch_ranks[0][key] == pytest.approx([w - lr_times_grad for w in start], abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def tf_ranks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hvd_tf")
+    horovodrun("horovod_api_tf.py", str(out), timeout=240)
+    return _ranks(out)
+
+
+def test_tensorflow_collectives_return_horovods_values(tf_ranks):
+    for r, res in enumerate(tf_ranks):
+        assert (res["rank"], res["size"], res["is_initialized"], res["mpi_built"]) == (r, 2, True, True)
+        assert res["allreduce_avg"] == [1.5, 15.0]
+        for k in ("allreduce_sum", "allreduce_fp16", "allreduce_scaled"):  # scaled: x2 before, x0.5 after
+            assert res[k] == [3.0, 30.0], k
+        assert res["grouped_allreduce"] == [[3.0, 30.0], [6.0, 60.0]]
+        assert res["allgather"] == [[0.0, 0.0], [1.0, 1.0], [1.0, 1.0]]
+        assert res["broadcast"] == [6.0]
+        assert res["alltoall"] == [[0.0, 10.0], [1.0, 11.0]][r]
+        assert res["reducescatter"] == [[3.0, 4.0], [6.0, 8.0]][r]
+        assert res["broadcast_object"] == {"from": 1}
+        assert res["allgather_object"] == [0, 3]
+        assert res["elastic"] == [True] * 3
+        assert "Use keras.layers.BatchNormalization" in res["syncbn_error"]
+
+
+def test_tensorflow_variables_broadcast_whether_tf_or_keras(tf_ranks):
+    for res in tf_ranks:
+        assert res["broadcast_variables"] == [[0.0, 1.0], [10.0]]  # rank 0's tf.Variable and keras.Variable
+        assert res["broadcast_inplace"] == [21.0]  # broadcast_ from rank 1
+
+
+def test_tensorflow_distributed_gradient_tape_arguments(tf_ranks):
+    # rank r's gradient is r + 1 for each element
+    for r, res in enumerate(tf_ranks):
+        for k in ("tape_average", "tape_fp16", "tape_predivide", "tape_keras_variable", "tape_tf_function",
+                  "tape_adasum"):  # Adasum of g and 2g: 0*g + 0.75*2g
+            assert res[k] == pytest.approx([1.5, 1.5]), k
+        assert res["tape_sum"] == [3.0, 3.0]
+        # PartialDistributedGradientTape: shared layer averaged, local layer kept (divided by size, as Horovod)
+        assert res["partial"] == [[[1.5]], [[(r + 1) / 2]]]
+        # DistributedOptimizer(keras SGD(0.1), op=Sum): 1 - 0.1 * (1 + 2)
+        assert res["optimizer_sum"] == pytest.approx([0.7, 0.7])
