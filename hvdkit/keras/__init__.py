@@ -9,6 +9,10 @@ does not use it.
     model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.01 * hk.size())), loss=...)
     model.fit(x, y, callbacks=[BroadcastInitialState(), MetricAverage(), LearningRateWarmup(warmup_epochs=2)],
               verbose=hk.verbose())
+
+A Horovod 0.28.1 script runs after ``import horovod.tensorflow.keras as hvd`` becomes
+``import hvdkit.keras as hvd`` (or ``hvdkit.tensorflow.keras``): Horovod's names (``__horovod_all__``,
+from :mod:`hvdkit.keras.horovod_api`) sit beside hvdkit's own (``__all__``).
 """
 
 import os
@@ -27,11 +31,15 @@ if not keras.__version__.startswith("3.") or keras.backend.backend() != "tensorf
                       f"with backend {keras.backend.backend()!r}; set KERAS_BACKEND=tensorflow")
 
 from hvdkit.core.history import History  # noqa: E402
-from hvdkit.keras.elastic import fit_elastic  # noqa: E402
+from hvdkit.keras import horovod_api as _horovod_api  # noqa: E402
+from hvdkit.keras.elastic_fit import fit_elastic  # noqa: E402
 from hvdkit.keras.optimizer import DistributedOptimizer, is_distributed  # noqa: E402
 from hvdkit.tensorflow.comm import HorovodComm  # noqa: E402
 from hvdkit.tensorflow.data import shard  # noqa: E402
 from hvdkit.tensorflow.runtime import init, local_rank, local_size, rank, size  # noqa: E402
+
+globals().update({_n: getattr(_horovod_api, _n) for _n in _horovod_api.__horovod_all__})
+__horovod_all__ = list(_horovod_api.__horovod_all__)
 
 
 def verbose(level: int = 1) -> int:

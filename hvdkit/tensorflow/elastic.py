@@ -2,7 +2,7 @@
 ``hvd.elastic.ObjectState``, ``hvd.elastic.TensorFlowState``).
 
 ``run``, ``ObjectState`` and ``TensorFlowState`` (tf.Variables) are Horovod's own, re-exported.
-``TensorFlowKerasState`` is hvdkit's Keras 3 state (:class:`hvdkit.keras.horovod_elastic.KerasState`):
+``TensorFlowKerasState`` is hvdkit's Keras 3 state (:class:`hvdkit.keras.elastic.KerasState`):
 Horovod's is built on ``horovod.tensorflow.keras``, which fails on Keras 3.
 """
 
@@ -13,7 +13,7 @@ from horovod.tensorflow.elastic import HorovodInternalError, ObjectState, Tensor
 
 def __getattr__(name: str) -> Any:
     if name == "TensorFlowKerasState":
-        from hvdkit.keras.horovod_elastic import KerasState
+        from hvdkit.keras.elastic import KerasState
 
         return KerasState
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
