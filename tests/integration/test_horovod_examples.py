@@ -67,3 +67,34 @@ def test_tensorflow2_synthetic_benchmarks(tmp_path, name):
         args += ["--num-warmup-batches", "1"]
     proc = horovodrun(script, *args, timeout=360, cwd=tmp_path)
     assert re.search(r"Total img/sec on 2 CPU\(s\): [0-9.]+", proc.stdout), proc.stdout[-3000:]
+
+
+def elastic_local(tmp_path, script, *args):
+    """``hvdkit elastic-local --np 2 --min-np 1``: Horovod's elastic driver with two local 'hosts'."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.run([sys.executable, "-m", "hvdkit", "elastic-local", "--np", "2", "--min-np", "1", "--dir",
+                           str(tmp_path / "run"), "--", sys.executable, str(script), *args], capture_output=True,
+                          text=True, timeout=300, env=env, start_new_session=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_pytorch_mnist_elastic(tmp_path):
+    script = copy_example(tmp_path, "pytorch_mnist_elastic.py")
+    proc = elastic_local(tmp_path, script, "--epochs", "2", "--batch-size", "16", "--lr", "0.05")
+    accuracy = float(re.search(r"Test set: Average loss: [0-9.]+, Accuracy: ([0-9.]+)%", proc.stdout).group(1))
+    assert accuracy > 80.0, proc.stdout[-3000:]
+
+
+def test_tensorflow2_keras_mnist_elastic(tmp_path):
+    script = copy_example(tmp_path, "tensorflow2_keras_mnist_elastic.py", shorten=[
+        ("steps_per_epoch=500 // hvd.size()", "steps_per_epoch=40 // hvd.size()"),
+        ("epochs=24-state.epoch", "epochs=2-state.epoch")])
+    proc = elastic_local(tmp_path, script)
+    accuracies = [float(a) for a in re.findall(r"accuracy: ([0-9.]+)", proc.stdout)]
+    assert accuracies and accuracies[-1] > 0.8, proc.stdout[-3000:]
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*.keras")) == ["checkpoint-1.keras", "checkpoint-2.keras"]
