@@ -8,7 +8,20 @@ Horovod's is built on ``horovod.tensorflow.keras``, which fails on Keras 3.
 
 from typing import Any
 
-from horovod.tensorflow.elastic import HorovodInternalError, ObjectState, TensorFlowState, init, run, run_fn, shutdown
+from horovod.tensorflow.elastic import (
+    HorovodInternalError,
+    ObjectState,
+    TensorFlowState,
+    broadcast_object,
+    broadcast_object_fn,
+    init,
+    rank,
+    run,
+    run_fn,
+    shutdown,
+)
+
+from hvdkit.tensorflow.variables import broadcast_variables
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +32,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["HorovodInternalError", "ObjectState", "TensorFlowState", "init", "run", "run_fn", "shutdown"]
+__all__ = ["HorovodInternalError", "ObjectState", "TensorFlowState", "broadcast_object", "broadcast_object_fn",
+           "broadcast_variables", "init", "rank", "run", "run_fn", "shutdown"]
