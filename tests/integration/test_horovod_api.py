@@ -106,3 +106,6 @@ def test_tensorflow_distributed_gradient_tape_arguments(tf_ranks):
         assert res["partial"] == [[[1.5]], [[(r + 1) / 2]]]
         # DistributedOptimizer(keras SGD(0.1), op=Sum): 1 - 0.1 * (1 + 2)
         assert res["optimizer_sum"] == pytest.approx([0.7, 0.7])
+        # backward_passes_per_step=2 with gradients r + 1 twice: sums 2 and 4, averaged 3 (mean of passes: 1.5)
+        assert res["optimizer_bpps_sum"] == pytest.approx([0.7, 0.7])
+        assert res["optimizer_bpps_mean"] == pytest.approx([0.85, 0.85])

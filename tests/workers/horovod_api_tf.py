@@ -89,6 +89,15 @@ var = keras.Variable([1.0, 1.0])
 opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1), op=hvd.Sum)
 opt.apply_gradients([(tf.constant([r + 1.0, r + 1.0]), var)])
 res["optimizer_sum"] = keras.ops.convert_to_numpy(var).tolist()
+# backward_passes_per_step=2: Horovod applies the sum of the two passes (the mean with
+# average_aggregated_gradients=True), averaged over ranks
+for key, avg in (("optimizer_bpps_sum", False), ("optimizer_bpps_mean", True)):
+    var = keras.Variable([1.0, 1.0])
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=2,
+                                   average_aggregated_gradients=avg)
+    for _ in range(2):
+        opt.apply_gradients([(tf.constant([r + 1.0, r + 1.0]), var)])
+    res[key] = keras.ops.convert_to_numpy(var).tolist()
 res["elastic"] = [callable(getattr(hvd.elastic, k)) for k in ("run", "ObjectState", "TensorFlowState")]
 try:
     hvd.SyncBatchNormalization()
