@@ -42,6 +42,23 @@ globals().update({_n: getattr(_horovod_api, _n) for _n in _horovod_api.__horovod
 __horovod_all__ = list(_horovod_api.__horovod_all__)
 
 
+def __getattr__(name: str) -> object:
+    """Anything else of ``horovod.tensorflow.keras`` (its internals, that scripts and upstream's tests reach)
+    falls through to Horovod's module, so a Horovod name never fails with AttributeError here."""
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # an hvdkit submodule not imported yet
+        return importlib.import_module(f"{__name__}.{name}")
+    import horovod.tensorflow.keras as _upstream
+
+    try:
+        return getattr(_upstream, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r} "
+                             "(nor has horovod.tensorflow.keras)") from None
+
+
 def verbose(level: int = 1) -> int:
     """Keras ``fit(verbose=...)`` for this rank: ``level`` on rank 0, silent elsewhere."""
     return level if rank() == 0 else 0

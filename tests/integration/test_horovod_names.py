@@ -49,6 +49,14 @@ for label, make in (("SyncBatchNormalization", htf.SyncBatchNormalization),
     except NotImplementedError as e:
         errors[label] = str(e)
 out["errors"] = errors
+# Horovod internals fall through to Horovod's module; hvdkit's own submodules are never shadowed by them
+out["fallthrough"] = [callable(htf._executing_eagerly), htf.util.__name__]
+from hvdkit.keras import elastic
+out["keras_elastic"] = elastic.__name__
+try:
+    htf.no_such_name
+except AttributeError as e:
+    out["missing_error"] = str(e)
 print("JSON" + json.dumps(out))
 """
 
@@ -81,3 +89,10 @@ def test_aliases_and_unsupported_names_explain_themselves(probe):
     assert probe["alias"]
     assert "Use keras.layers.BatchNormalization" in probe["errors"]["SyncBatchNormalization"]
     assert "keras.callbacks.ModelCheckpoint" in probe["errors"]["BestModelCheckpoint"]
+
+
+def test_horovod_internals_fall_through_and_hvdkit_submodules_win(probe):
+    assert probe["fallthrough"] == [True, "horovod.tensorflow.util"]  # upstream's tests use hvd._executing_eagerly
+    assert probe["keras_elastic"] == "hvdkit.keras.elastic"
+    assert probe["missing_error"] == ("module 'hvdkit.tensorflow' has no attribute 'no_such_name' "
+                                      "(nor has horovod.tensorflow)")
