@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Upstream Horovod v0.28.1's test/parallel/test_tensorflow.py, alone and without deselection (about 9 minutes on
-# 2 cores for the raw build; 71 s through hvdkit here) through hvdkit.tensorflow at np=2 (CI runs it with the two
-# Keras 3 artifacts deselected: tests/integration/test_upstream_conformance.py). The upstream tree is copied into a temporary folder (never
-# edited in place); the copy's only change is its import line, plus a one-line `mock` module mapping the
-# `mock` backport onto unittest.mock. Usage: scripts/slow-checks.sh [pytest args...]
+# Upstream Horovod v0.28.1's test/parallel/test_tensorflow.py through hvdkit.tensorflow at np=2, alone and
+# without deselection (the upstream README measured 9 min 21 s against the raw build; one run through hvdkit
+# took 71 s here). CI runs it with the two Keras 3 artifacts deselected: tests/integration/test_upstream_conformance.py.
+# The upstream tree is copied into a temporary folder (never edited in place); the copy's only change is its
+# import line, plus a one-line `mock` module mapping the `mock` backport onto unittest.mock.
+# Usage: scripts/slow-checks.sh [pytest args...]
 # Needs ../shared/upstream/horovod-0.28.1/test (or HVDKIT_UPSTREAM_TESTS) and the hvdkit environment.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
