@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Checks too slow for CI's 60-minute budget, in one place. Run them all (no argument) or by name:
-#   scripts/slow-checks.sh [pythons ...]
-#   pythons   Horovod build + 2-process job on every supported Python besides CI's 3.11 and 3.13
-#             checked in CI already too, for a full record (tests/integration/test_python_versions.py).
+#   scripts/slow-checks.sh [pythons] [upstream-tf]
+#   pythons      Horovod build + 2-process job on Python 3.12 and 3.13 (CI checks 3.13 only)
+#                (tests/integration/test_python_versions.py).
+#   upstream-tf  upstream Horovod v0.28.1's test_tensorflow.py through hvdkit.tensorflow at np=2, with
+#                nothing deselected (CI runs it with two Keras 3 artifacts deselected):
+#                scripts/upstream-tf-suite.sh.
 # Each section prints its result; the script exits non-zero if any failed. It uses the same
 # environment as ./run.sh (bootstrapped first).
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 sections=("$@")
-((${#sections[@]})) || sections=(pythons)
+((${#sections[@]})) || sections=(pythons upstream-tf)
 bash "$repo/scripts/bootstrap.sh" || exit 1
 HVDKIT_HOME=${HVDKIT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdkit}
 # shellcheck disable=SC1091
@@ -21,7 +24,8 @@ for s in "${sections[@]}"; do
   case "$s" in
     pythons) HVDKIT_TEST_PYTHONS="3.12 3.13" CI=true python -m pytest -q -p no:cacheprovider \
                tests/integration/test_python_versions.py ;;
-    *) echo "unknown section: $s (known: pythons)"; false ;;
+    upstream-tf) bash "$repo/scripts/upstream-tf-suite.sh" ;;
+    *) echo "unknown section: $s (known: pythons upstream-tf)"; false ;;
   esac
   rc=$?
   echo "=== $s: $([ $rc -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"

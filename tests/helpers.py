@@ -29,14 +29,16 @@ requires_horovod = pytest.mark.skipif(
 
 
 def horovodrun(script: str | Path, *args: str, np: int = 2, timeout: float = 240, env: dict | None = None,
-               extra: tuple[str, ...] = (), check: bool = True) -> subprocess.CompletedProcess:
+               extra: tuple[str, ...] = (), check: bool = True, cwd: str | Path | None = None
+               ) -> subprocess.CompletedProcess:
     """``horovodrun -np N -H localhost:N python SCRIPT ARGS``; output captured, killed after ``timeout`` s."""
     script = Path(script)
     if not script.is_absolute():
         script = WORKERS / script
     cmd = ["horovodrun", "-np", str(np), "-H", f"localhost:{np}", *extra, sys.executable, str(script), *args]
     full_env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, start_new_session=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, start_new_session=True,
+                          cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}"
                              f"\n--- stderr\n{proc.stderr[-6000:]}")

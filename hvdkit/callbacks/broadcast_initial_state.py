@@ -16,12 +16,17 @@ class BroadcastInitialState(Callback):
     Under elastic training it does nothing: the elastic state's first sync broadcasts everything,
     and a collective here would make a worker that joins later wait in a broadcast nobody else is
     in (horovod#2652). PyTorch's ``distribute`` (and so the ``Trainer``) already broadcasts.
+
+    A model that has no variables yet when training begins (a Keras ``Sequential`` without an input
+    shape is built by its first step) is broadcast before the second step instead, as soon as
+    ``FrameworkOps.broadcast_state`` can do it (Horovod's callback broadcasts after the first batch).
     """
 
     order = -50  # after a checkpoint restore, before anything reads the weights
 
     def __init__(self, root_rank: int = 0) -> None:
         self.root_rank = check_int("root_rank", root_rank, minimum=0)
+        self._pending = False
 
     def on_train_begin(self, state: TrainState) -> None:
         """Broadcast model and optimizer state from ``root_rank`` (not under elastic training)."""
@@ -29,7 +34,12 @@ class BroadcastInitialState(Callback):
             return
         if self.root_rank >= state.comm.size:
             raise ValueError(f"root_rank must be < the number of workers ({state.comm.size}), got {self.root_rank}")
-        state.ops.broadcast_state(self.root_rank)
+        self._pending = state.ops.broadcast_state(self.root_rank) is False
+
+    def on_batch_begin(self, state: TrainState) -> None:
+        """If the model was not built when training began, broadcast as soon as it is (before step 2)."""
+        if self._pending:
+            self._pending = state.ops.broadcast_state(self.root_rank) is False
 
     def __repr__(self) -> str:
         return f"BroadcastInitialState(root_rank={self.root_rank})"

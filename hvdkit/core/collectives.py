@@ -28,3 +28,24 @@ def horovod_reduction(hvd: Any, compression: str, op: str) -> tuple[Any, Any]:
     """Horovod's compressor class and reduce op for ``compression``/``op`` in the binding ``hvd``."""
     check_reduction(compression, op)
     return getattr(hvd.Compression, COMPRESSIONS[compression]), getattr(hvd, REDUCE_OPS[op])
+
+
+
+def resolve_reduction(hvd: Any, compression: Any, op: Any) -> tuple[Any, Any]:
+    """Horovod's compressor and reduce op, from hvdkit's names (``"fp16"``, ``"average"``) or from Horovod's
+    own objects (``hvd.Compression.fp16``, ``hvd.Average``): the Horovod-compatible APIs take both."""
+    if isinstance(compression, str):
+        check_choice("compression", compression, list(COMPRESSIONS))
+        compression = getattr(hvd.Compression, COMPRESSIONS[compression])
+    elif not (hasattr(compression, "compress") and hasattr(compression, "decompress")):
+        raise ValueError(f"compression must be one of {list(COMPRESSIONS)} or a Horovod compressor "
+                         f"(hvd.Compression.none, hvd.Compression.fp16), got {compression!r}")
+    if isinstance(op, str):
+        check_choice("op", op, list(REDUCE_OPS))
+        op = getattr(hvd, REDUCE_OPS[op])
+    else:
+        ops = [getattr(hvd, n) for n in ("Average", "Sum", "Adasum", "Min", "Max", "Product") if hasattr(hvd, n)]
+        if isinstance(op, bool) or op not in ops:
+            raise ValueError(f"op must be one of {list(REDUCE_OPS)} or a Horovod reduce op "
+                             f"(hvd.Average, hvd.Sum, hvd.Adasum, ...), got {op!r}")
+    return compression, op

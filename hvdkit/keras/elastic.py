@@ -1,185 +1,24 @@
-"""Elastic training for Keras 3: what the core's :class:`~hvdkit.core.elastic.loop.ElasticLoop` needs
-from Keras. Run it under ``horovodrun --min-np/--max-np --host-discovery-script`` (``hvdkit
-elastic-local`` on one machine)::
+"""Horovod 0.28.1's ``horovod.tensorflow.keras.elastic`` names on Keras 3 (``hvd.elastic.*`` after
+``import hvdkit.keras as hvd``).
 
-    model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.01 * hk.size())), loss=...)
-    model.build(x.shape)
-    history = hk.fit_elastic(model, x, y, epochs=10, batch_size=32, commit_every=10,
-                             callbacks=[LearningRateWarmup(warmup_epochs=2), Checkpoint("ckpt/")])
+- ``KerasState(model, optimizer=None, **kwargs)`` (and ``TensorFlowKerasState``): hvdkit's Keras 3 state
+  (:class:`hvdkit.keras.elastic_fit.KerasVariablesState`): commits, restores and syncs the model's and
+  optimizer's variables and the ``kwargs`` (``state.epoch``, ``state.batch``) as Horovod's does.
+  Horovod's own calls ``optimizer.get_weights()`` and broadcasts Keras 3 variables, both of which fail.
+- ``run``: Horovod's elastic retry loop; any Horovod op error in ``model.fit`` counts as a worker failure.
+- ``CommitStateCallback``, ``UpdateBatchStateCallback``, ``UpdateEpochStateCallback``, ``ObjectState``:
+  Horovod's own (plain Keras callbacks and state; they work on Keras 3).
 
-Horovod's ``TensorFlowKerasState`` is built on ``horovod.tensorflow.keras``, which fails with Keras 3,
-and its ``TensorFlowState`` broadcasts when it is created (a collective before the elastic sync, the
-deadlock of horovod#2652) and not in ``sync`` under eager execution. So the state here is Horovod's
-``ObjectState`` (commit/rollback of plain values, broadcast from rank 0 at each sync) over the
-model's and optimizer's variables, plus the loop's snapshot.
-
-The steps of an epoch run as one ``model.fit`` over this worker's share of the samples not yet
-trained in that epoch. Plain Keras callbacks passed in see one ``fit`` per such call
-(``on_train_begin`` every epoch); hvdkit's callbacks see one training run.
+hvdkit's own elastic training for Keras is :func:`hvdkit.keras.fit_elastic`.
 """
 
-from __future__ import annotations
+from horovod.common.elastic import ObjectState, State
+from horovod.tensorflow.keras.elastic import CommitStateCallback, UpdateBatchStateCallback, UpdateEpochStateCallback
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from hvdkit.keras.elastic_fit import KerasVariablesState as KerasState
+from hvdkit.keras.elastic_fit import run
 
-import horovod.tensorflow as hvd
-import keras
-import numpy as np
-import tensorflow as tf
-from horovod.common.elastic import ObjectState, run_fn
-from horovod.common.exceptions import HorovodInternalError
+TensorFlowKerasState = KerasState
 
-from hvdkit.core.elastic.loop import ElasticLoop
-from hvdkit.core.elastic.state import LoopCommit
-from hvdkit.core.history import History
-from hvdkit.keras.engine_bridge import EngineBridge, KerasLogs, engine_for, scalar_logs
-from hvdkit.keras.ops import KerasOps
-from hvdkit.keras.optimizer import is_distributed
-from hvdkit.tensorflow.variables import broadcast_variables, to_tf_variables
-
-
-class KerasElasticState(LoopCommit, ObjectState):
-    """The model's and optimizer's variables plus the elastic loop's snapshot, committed together."""
-
-    def __init__(self, model: keras.Model, loop: ElasticLoop) -> None:
-        ops = KerasOps(model)
-        ops.ensure_built()
-        self._loop = loop
-        self._vars = to_tf_variables(list(model.variables) + list(ops.optimizer.variables))
-        self._values = [v.numpy() for v in self._vars]
-        super().__init__(bcast_object=hvd.broadcast_object, get_rank=hvd.rank, hvdkit=loop.snapshot())
-
-    def save(self) -> None:
-        """Commit: copy the variables' values to host memory, then the loop's snapshot."""
-        self._values = [v.numpy() for v in self._vars]
-        super().save()
-
-    def restore(self) -> None:
-        """Roll the variables and the loop back to the last commit."""
-        for var, value in zip(self._vars, self._values):
-            var.assign(value)
-        super().restore()
-
-    def sync(self) -> None:
-        """Rank 0's variables and snapshot to every worker."""
-        broadcast_variables(self._vars, root_rank=0)
-        self._values = [v.numpy() for v in self._vars]
-        super().sync()
-
-
-def run(func: Callable[[KerasElasticState], None]) -> Callable[[KerasElasticState], None]:
-    """Horovod's elastic retry loop, for functions that call ``model.fit``.
-
-    A worker's death surfaces as a TensorFlow op error from a Horovod op (the allreduce inside the
-    train step, the broadcast in a commit); Horovod's own ``horovod.tensorflow.elastic.run`` only
-    recognises some op names, so any Horovod op error here counts as a failure.
-    """
-    from horovod.tensorflow.elastic import _reset
-
-    def wrapper(state: KerasElasticState) -> None:
-        try:
-            func(state)
-        except tf.errors.OpError as e:
-            if "Horovod" in (e.message or ""):
-                raise HorovodInternalError(e) from e
-            raise
-
-    return run_fn(wrapper, _reset)
-
-
-class _StepHooks(keras.callbacks.Callback):
-    """Tells the elastic loop where each step of one ``fit`` call begins and ends."""
-
-    async_safe = True  # step_end moves no counter (the loop knows: batch_end_in_step is False)
-
-    def __init__(self, loop: ElasticLoop) -> None:
-        super().__init__()
-        self.loop = loop
-        self.epoch_logs: dict[str, float] = {}
-
-    def on_train_batch_begin(self, batch: int, logs: KerasLogs = None) -> None:
-        self.loop.step_begin(batch)  # may commit, and raise HostsUpdatedInterrupt: fit stops, Horovod resets
-
-    def on_train_batch_end(self, batch: int, logs: KerasLogs = None) -> None:
-        self.loop.step_end(batch, logs)
-        if self.loop.engine.state.stop_training:
-            self.model.stop_training = True
-
-    def on_epoch_end(self, epoch: int, logs: KerasLogs = None) -> None:
-        self.epoch_logs = scalar_logs(logs)
-
-
-def _take(data: Any, idx: Sequence[int]) -> Any:
-    if isinstance(data, dict):
-        return {k: _take(v, idx) for k, v in data.items()}
-    if isinstance(data, list | tuple):
-        return type(data)(_take(v, idx) for v in data)
-    return np.asarray(data)[np.asarray(idx)]
-
-
-def _num_samples(data: Any) -> int:
-    if isinstance(data, dict):
-        data = next(iter(data.values()))
-    elif isinstance(data, list | tuple):
-        data = data[0]
-    if not hasattr(data, "__len__"):
-        raise TypeError(f"x and y must be arrays (or lists/dicts of arrays) with a length, got {type(data).__name__}")
-    return len(data)
-
-
-class KerasElasticAdapter:
-    """The :class:`~hvdkit.core.elastic.loop.ElasticAdapter` for a compiled Keras model on in-memory arrays."""
-
-    batch_end_in_step = False  # Keras may run batch-end hooks later, on another thread
-
-    def __init__(self, model: keras.Model, x: Any, y: Any, callbacks: list[keras.callbacks.Callback],
-                 verbose: int | str) -> None:
-        self.model, self.x, self.y, self.callbacks, self.verbose = model, x, y, callbacks, verbose
-
-    def make_state(self, loop: ElasticLoop) -> KerasElasticState:
-        """The elastic state over this model's variables."""
-        return KerasElasticState(self.model, loop)
-
-    def run(self, func: Callable[[KerasElasticState], None]) -> Callable[[KerasElasticState], None]:
-        """Horovod's retry loop, counting any Horovod op error as a failure."""
-        return run(func)
-
-    def train_steps(self, loop: ElasticLoop, indices: Sequence[int]) -> dict[str, float]:
-        """One ``model.fit`` over this worker's ``indices``; returns its epoch logs."""
-        hooks = _StepHooks(loop)
-        epoch = loop.engine.state.epoch
-        self.model.fit(_take(self.x, indices), _take(self.y, indices), batch_size=loop.batch_size, epochs=epoch + 1,
-                       initial_epoch=epoch, shuffle=False, callbacks=[*self.callbacks, hooks], verbose=self.verbose)
-        return hooks.epoch_logs
-
-
-def fit_elastic(model: keras.Model, x: Any, y: Any, *, epochs: int, batch_size: int,
-                callbacks: Iterable[keras.callbacks.Callback] = (), commit_every: int = 10, shuffle: bool = True,
-                seed: int = 0, verbose: int | str = "auto") -> History:
-    """Train ``model`` on in-memory arrays ``x``, ``y``, surviving workers that leave or join.
-
-    Returns hvdkit's :class:`~hvdkit.core.history.History`, as ``Trainer.fit_elastic`` does: ``history``
-    holds every epoch of this run (averaged over workers when ``MetricAverage`` is among the callbacks)
-    and ``elastic`` the loop's resets and recovery times.
-    """
-    if not is_distributed(getattr(model, "optimizer", None)):
-        raise ValueError("model must be compiled with hvdkit.keras.DistributedOptimizer(...) for fit_elastic, got "
-                         f"optimizer {type(getattr(model, 'optimizer', None)).__name__}")
-    if not model.built:
-        raise ValueError("model must be built before fit_elastic: call model.build(input_shape) (every worker "
-                         "needs the same variables before the first sync)")
-    n = _num_samples(x)
-    if _num_samples(y) != n:
-        raise ValueError(f"x and y must hold the same number of samples, got {n} and {_num_samples(y)}")
-    callbacks = list(callbacks)
-    engine = engine_for(model)
-    loop = ElasticLoop(engine, n, epochs=epochs, batch_size=batch_size, commit_every=commit_every, shuffle=shuffle,
-                       seed=seed)
-    for cb in callbacks:
-        if isinstance(cb, EngineBridge):
-            cb.set_model(model)  # registers hvdkit's core callbacks on the engine before train_begin
-    try:
-        return loop.run(KerasElasticAdapter(model, x, y, callbacks, verbose))
-    finally:
-        engine.dispatcher.callbacks.clear()  # the next fit registers the callbacks it is given
+__all__ = ["CommitStateCallback", "KerasState", "ObjectState", "State", "TensorFlowKerasState",
+           "UpdateBatchStateCallback", "UpdateEpochStateCallback", "run"]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import horovod.tensorflow as hvd
 import keras
 
-from hvdkit.core.collectives import check_reduction
-from hvdkit.core.validation import check_int
+from hvdkit.core.collectives import resolve_reduction
+from hvdkit.core.validation import check_int, check_number
 from hvdkit.keras.mixed_precision import agreed_loss_scaling
 from hvdkit.tensorflow.gradients import allreduce_gradients
 
@@ -21,12 +22,14 @@ class _DistributedMixin:
     once every N steps, and clipping sees the averaged gradients."""
 
     _hvdkit_distributed = True
-    _hvdkit_op = "average"
-    _hvdkit_compression = "none"
+    _hvdkit_reduce: dict[str, Any] = {}
+    _hvdkit_scale = 1.0  # backward_passes_per_step when the aggregated gradients are summed (Horovod's default)
 
     def _clip_gradients(self, grads: list[Any]) -> list[Any]:
-        grads = allreduce_gradients(grads, op=self._hvdkit_op, compression=self._hvdkit_compression,
-                                    name_prefix=f"hvdkit.{self.name}")  # type: ignore[attr-defined]
+        grads = allreduce_gradients(grads, name_prefix=f"hvdkit.{self.name}",  # type: ignore[attr-defined]
+                                    **self._hvdkit_reduce)
+        if self._hvdkit_scale != 1.0:  # Keras averages what it accumulated; Horovod sums unless told to average
+            grads = [None if g is None else g * self._hvdkit_scale for g in grads]
         return super()._clip_gradients(grads)  # type: ignore[misc]
 
 
@@ -44,10 +47,24 @@ def is_distributed(optimizer: Any) -> bool:
     return bool(getattr(optimizer, "_hvdkit_distributed", False))
 
 
-def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, *, compression: str = "none",
-                         backward_passes_per_step: int = 1, op: str = "average") -> keras.optimizers.Optimizer:
+def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, name: str | None = None, device_dense: str = "",
+                         device_sparse: str = "", compression: Any = "none", sparse_as_dense: bool = False,
+                         gradient_predivide_factor: float = 1.0, op: Any = "average",
+                         backward_passes_per_step: int = 1, average_aggregated_gradients: bool = False,
+                         num_groups: int = 0, groups: int | None = None, process_set: Any = None,
+                         scale_local_gradients: bool = True) -> keras.optimizers.Optimizer:
     """Return a copy of ``optimizer`` (same class, same config) whose updates use gradients
     averaged over all workers. Build the model with it before the first step.
+
+    Horovod 0.28.1's ``horovod.tensorflow.keras.DistributedOptimizer`` signature and semantics, on Keras 3:
+    ``compression`` and ``op`` take Horovod's objects (``hvd.Compression.fp16``, ``hvd.Average``,
+    ``hvd.Sum``, ``hvd.Adasum``) or hvdkit's names (``"fp16"``, ``"average"``, ``"sum"``, ``"adasum"``);
+    ``gradient_predivide_factor`` splits the averaging before and after the sum;
+    ``backward_passes_per_step=N`` uses Keras's own gradient accumulation and communicates once every
+    N steps, applying the sum of the N gradients (their mean with ``average_aggregated_gradients=True``),
+    as Horovod does; ``groups=k`` (or ``num_groups``) reduces the gradients in ``k`` grouped allreduces;
+    ``process_set`` reduces over that Horovod process set. ``name`` names the optimizer.
+    ``scale_local_gradients`` is accepted for Horovod's signature (hvdkit's optimizer has no local variables).
 
     It behaves like the optimizer it wraps: ``learning_rate`` reads and sets the LR,
     Keras's ``LearningRateScheduler``/``ReduceLROnPlateau`` work, ``get_config()``
@@ -65,16 +82,35 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, *, compression: 
     if optimizer.built:
         raise ValueError("optimizer must be wrapped before it is built (before the first training step); "
                          "got one that already holds variables")
-    check_reduction(compression, op)
+    compression, op = resolve_reduction(hvd, compression, op)
     check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)
-    scaled = agreed_loss_scaling(optimizer, lambda inner: _wrap(inner, compression, backward_passes_per_step, op))
-    return _wrap(optimizer, compression, backward_passes_per_step, op) if scaled is None else scaled
+    check_number("gradient_predivide_factor", gradient_predivide_factor, minimum=0, strict_min=True)
+    if gradient_predivide_factor != 1.0 and op != hvd.Average:
+        raise ValueError(f"gradient_predivide_factor must be 1.0 with op other than Average, got "
+                         f"{gradient_predivide_factor!r}")
+    groups = groups if groups is not None else (num_groups or None)
+    if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int) or groups < 1):
+        raise ValueError(f"groups must be a positive number of groups (hvdkit's Keras 3 optimizer does not take "
+                         f"lists of variables), got {groups!r}")
+    del scale_local_gradients
+    reduce = {
+        "op": op, "compression": compression, "prescale_factor": 1.0 / gradient_predivide_factor,
+        "postscale_factor": gradient_predivide_factor, "process_set": process_set, "sparse_as_dense": sparse_as_dense,
+        "device_dense": device_dense, "device_sparse": device_sparse, "groups": groups}
+
+    def wrap(inner: keras.optimizers.Optimizer) -> keras.optimizers.Optimizer:
+        return _wrap(inner, name, backward_passes_per_step, average_aggregated_gradients, reduce)
+
+    scaled = agreed_loss_scaling(optimizer, wrap)
+    return wrap(optimizer) if scaled is None else scaled
 
 
-def _wrap(optimizer: keras.optimizers.Optimizer, compression: str, backward_passes_per_step: int,
-          op: str) -> keras.optimizers.Optimizer:
+def _wrap(optimizer: keras.optimizers.Optimizer, name: str | None, backward_passes_per_step: int,
+          average_aggregated_gradients: bool, reduce: dict[str, Any]) -> keras.optimizers.Optimizer:
     """The distributed copy of a plain (checked) optimizer."""
     config = optimizer.get_config()
+    if name is not None:
+        config["name"] = name
     if backward_passes_per_step > 1:
         if config.get("gradient_accumulation_steps"):
             raise ValueError("backward_passes_per_step must be 1 when the optimizer already sets "
@@ -82,6 +118,7 @@ def _wrap(optimizer: keras.optimizers.Optimizer, compression: str, backward_pass
         config["gradient_accumulation_steps"] = backward_passes_per_step
     dist_cls: Any = _distributed_class(type(optimizer))
     dist = dist_cls.from_config(config)
-    dist._hvdkit_op = op
-    dist._hvdkit_compression = compression
+    dist._hvdkit_reduce = reduce
+    if backward_passes_per_step > 1 and not average_aggregated_gradients:
+        dist._hvdkit_scale = float(backward_passes_per_step)
     return dist

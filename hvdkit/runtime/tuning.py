@@ -56,6 +56,14 @@ def check_threads(threads: int | None) -> int | None:
     return threads
 
 
+def check_comm(comm: object) -> None:
+    """Refuse a number as Horovod's ``comm`` (``init(2)`` meant ``init(threads=2)`` before hvdkit took
+    Horovod's signature): ``comm`` is None, a list of ranks, or an MPI communicator."""
+    if isinstance(comm, (bool, int, float, str)):
+        raise TypeError(f"comm must be None, a list of ranks or an MPI communicator (Horovod's init(comm=...)), "
+                        f"got {comm!r}; the number of intra-op threads is init(threads=...)")
+
+
 def resolve_threads(threads: int | None, local_size: int,
                     environ: MutableMapping[str, str] | None = None) -> int | None:
     """Intra-op threads an adapter's ``init`` sets for this rank, or None to leave the framework's.

@@ -29,8 +29,13 @@ def to_tf_variables(variables: Iterable[Any]) -> list[tf.Variable]:
     return [to_tf_variable(v) for v in variables]
 
 
-def broadcast_variables(variables: Iterable[Any], root_rank: int = 0) -> None:
-    """Assign every variable (Keras 3 or tf.Variable) its value on ``root_rank``."""
+def broadcast_variables(variables: Iterable[Any], root_rank: int = 0, process_set: Any = hvd.global_process_set,
+                        inplace: bool = False) -> Any:
+    """Assign every variable (Keras 3 or tf.Variable) its value on ``root_rank``.
+
+    Horovod's ``broadcast_variables`` (same arguments; ``root_rank`` defaults to 0 here) on the
+    tf.Variables behind Keras 3 variables; a no-op in a one-process world."""
     tf_vars = to_tf_variables(variables)
     if tf_vars and hvd.size() > 1:
-        hvd.broadcast_variables(tf_vars, root_rank=root_rank)
+        return hvd.broadcast_variables(tf_vars, root_rank=root_rank, process_set=process_set, inplace=inplace)
+    return None

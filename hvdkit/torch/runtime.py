@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import horovod.torch as hvd
 import torch
 
 from hvdkit.runtime.environments import prepare_process
-from hvdkit.runtime.tuning import apply_runtime_defaults, check_threads, resolve_threads, timeline_env
+from hvdkit.runtime.tuning import apply_runtime_defaults, check_comm, check_threads, resolve_threads, timeline_env
 
 rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.local_size
 
 
-def init(threads: int | None = None, *, timeline: str | os.PathLike[str] | None = None) -> None:
+def init(comm: Any = None, process_sets: Any = None, *, threads: int | None = None,
+         timeline: str | os.PathLike[str] | None = None) -> None:
     """Initialise Horovod (tuned defaults first) and set intra-op threads per rank
     (see :func:`hvdkit.runtime.tuning.resolve_threads`). ``timeline="path.json"`` records Horovod's
-    timeline of every collective there (:func:`hvdkit.runtime.tuning.timeline_env`)."""
+    timeline of every collective there (:func:`hvdkit.runtime.tuning.timeline_env`).
+    ``comm`` and ``process_sets`` are Horovod's ``init`` arguments (an MPI communicator or a list of
+    ranks; ``hvd.ProcessSet`` objects or ``"dynamic"``), passed on unchanged."""
     check_threads(threads)
+    check_comm(comm)
     prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     timeline_env(timeline)
     apply_runtime_defaults()
-    hvd.init()
+    hvd.init(comm=comm, process_sets=process_sets)
     n = resolve_threads(threads, hvd.local_size())
     if n is not None:
         torch.set_num_threads(n)

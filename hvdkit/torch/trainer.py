@@ -26,7 +26,7 @@ from hvdkit.torch.batch_means import BatchMeans
 from hvdkit.torch.comm import HorovodComm
 from hvdkit.torch.data import EvalShardSampler, shard_sampler
 from hvdkit.torch.distribute import distribute, is_distributed
-from hvdkit.torch.elastic import TorchElasticAdapter
+from hvdkit.torch.elastic_adapter import TorchElasticAdapter
 from hvdkit.torch.ops import TorchOps
 from hvdkit.torch.precision import Precision
 

@@ -7,9 +7,14 @@
 Each is made from the core class by :func:`~hvdkit.keras.engine_bridge.keras_callback` (same
 constructor, same classmethods); ``Checkpoint`` adds ``resume_epoch`` and ``ProgressBar`` replaces
 Keras's own progress bar.
+
+Horovod's ``hvd.callbacks`` names (``BroadcastGlobalVariablesCallback``, ``MetricAverageCallback``,
+``LearningRateWarmupCallback``, ``LearningRateScheduleCallback``; ``__horovod_all__``) are here too, from
+:mod:`hvdkit.keras.horovod_callbacks`, so ``import hvdkit.keras as hvd; hvd.callbacks.X`` works.
 """
 
 from hvdkit import callbacks as core
+from hvdkit.keras import horovod_callbacks as _horovod
 from hvdkit.keras.callbacks.checkpoint import Checkpoint
 from hvdkit.keras.callbacks.progress import ProgressBar
 from hvdkit.keras.engine_bridge import keras_callback
@@ -27,3 +32,6 @@ TensorBoard = keras_callback(
 
 __all__ = ["BroadcastInitialState", "Checkpoint", "LearningRateSchedule", "LearningRateWarmup", "MetricAverage",
            "MetricsLogger", "ProgressBar", "TensorBoard"]
+
+globals().update({_n: getattr(_horovod, _n) for _n in _horovod.__horovod_all__})
+__horovod_all__ = list(_horovod.__horovod_all__)

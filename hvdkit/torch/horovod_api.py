@@ -1,0 +1,42 @@
+"""Horovod 0.28.1's ``horovod.torch`` API, for ``import hvdkit.torch as hvd`` in a Horovod script.
+
+Horovod's PyTorch binding works on today's PyTorch once hvdkit's patched build is installed, so every
+name here is Horovod's own object, re-exported unchanged (same signature, defaults and semantics:
+Horovod's API reference is the contract), except:
+
+- ``init(comm=None, process_sets=None)`` is hvdkit's :func:`hvdkit.torch.runtime.init`: Horovod's
+  signature plus hvdkit's keyword arguments (``threads=``, ``timeline=``); it applies hvdkit's tuned
+  per-rank defaults, then calls Horovod's ``init`` with ``comm`` and ``process_sets``.
+- ``elastic`` is :mod:`hvdkit.torch.elastic` (Horovod's ``run``, ``TorchState``, ``ElasticSampler``,
+  ``ObjectState``).
+
+hvdkit's own vocabulary (``distribute``, ``Trainer``, ``shard``, ...) is ``hvdkit.torch.__all__``;
+these names are ``hvdkit.torch.__horovod_all__``.
+"""
+
+from __future__ import annotations
+
+import horovod.torch as _hvd
+
+from hvdkit.torch import elastic as elastic
+from hvdkit.torch.runtime import init as init
+
+#: Horovod 0.28.1's public ``horovod.torch`` names that are re-exported as they are.
+_REEXPORTED = [
+    "Adasum", "Average", "Compression", "DistributedOptimizer", "HorovodInternalError", "Max", "Min", "Product",
+    "ProcessSet", "Sum", "SyncBatchNorm", "add_process_set", "allgather", "allgather_async", "allgather_object",
+    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "alltoall", "alltoall_async", "barrier",
+    "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object", "broadcast_optimizer_state",
+    "broadcast_parameters", "ccl_built", "cross_rank", "cross_size", "cuda_built", "ddl_built", "global_process_set",
+    "gloo_built", "gloo_enabled", "grouped_allgather", "grouped_allgather_async", "grouped_allreduce",
+    "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_", "grouped_reducescatter",
+    "grouped_reducescatter_async", "is_initialized", "join", "local_rank", "local_size", "mpi_built", "mpi_enabled",
+    "mpi_threads_supported", "nccl_built", "poll", "rank", "reducescatter", "reducescatter_async",
+    "remove_process_set", "rocm_built", "shutdown", "size", "sparse_allreduce_async", "start_timeline",
+    "stop_timeline", "synchronize",
+]
+globals().update({_name: getattr(_hvd, _name) for _name in _REEXPORTED})
+
+#: Every Horovod name ``hvdkit.torch`` provides (Horovod 0.28.1's ``horovod.torch`` public API).
+__horovod_all__ = sorted([*_REEXPORTED, "elastic", "init"])
+__all__ = __horovod_all__

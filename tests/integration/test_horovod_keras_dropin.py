@@ -1,0 +1,54 @@
+"""A Horovod-style Keras 3 script (``import hvdkit.tensorflow.keras as hvd``) under horovodrun -np 2: Horovod's
+DistributedOptimizer and callbacks train an unbuilt Sequential to identical weights on both ranks, the
+warm-up and schedule LRs are Horovod's formulas, and ``load_model`` restores a distributed optimizer."""
+
+import json
+
+import numpy as np
+import pytest
+from helpers import horovodrun, requires_horovod
+
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("keras_dropin")
+    proc = horovodrun("horovod_keras_dropin.py", str(out), timeout=280)
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)], proc.stdout
+
+
+def test_weights_identical_across_ranks_after_fit_and_after_load_model(ranks):
+    (a, b), _ = ranks
+    # different seeds per rank: equal weights need the (deferred) broadcast of rank 0's variables
+    for wa, wb in zip(a["weights"], b["weights"]):
+        np.testing.assert_array_equal(np.array(wa), np.array(wb))
+    for wa, wb in zip(a["loaded_weights"], b["loaded_weights"]):
+        np.testing.assert_array_equal(np.array(wa), np.array(wb))
+
+
+def test_metric_average_gives_every_rank_the_same_history(ranks):
+    (a, b), _ = ranks
+    assert a["history"]["loss"] == b["history"]["loss"]
+    assert a["history"]["loss"][-1] < a["history"]["loss"][0]
+
+
+def test_warmup_and_schedule_follow_horovods_formulas(ranks):
+    (a, b), stdout = ranks
+    n, initial_lr, steps, warmup_epochs = 2, 0.02, 4, 2
+    # Horovod: epoch e, batch i of the warm-up: initial_lr / n * ((e + (i + 1) / S) * (n - 1) / W + 1)
+    warmup = [initial_lr / n * ((k + 1) / steps * (n - 1) / warmup_epochs + 1) for k in range(warmup_epochs * steps)]
+    # then LearningRateScheduleCallback(multiplier=0.5, start_epoch=2, end_epoch=4): 0.5 ** (epoch - 2),
+    # and after end_epoch the LR keeps its last value
+    expected = warmup + [initial_lr] * steps + [initial_lr * 0.5] * steps + [initial_lr * 0.5] * steps
+    assert a["lrs"] == pytest.approx(expected, rel=1e-6)
+    assert b["lrs"] == a["lrs"]
+    assert a["history"]["lr"] == pytest.approx([0.015, 0.02, 0.02, 0.01, 0.01], rel=1e-6)  # last batch of each epoch
+    assert stdout.count("Epoch 2: finished gradual learning rate warmup to 0.02.") == 1  # verbose, rank 0 only
+
+
+def test_load_model_wraps_the_optimizer_and_keeps_its_state(ranks):
+    (a, _), _ = ranks
+    assert a["loaded_is_distributed"]
+    assert a["loaded_iterations"] == a["iterations"] == 20
+    assert a["loaded_lr"] == pytest.approx(0.01)
