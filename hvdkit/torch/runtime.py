@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import horovod.torch as hvd
 import torch
@@ -13,15 +14,17 @@ from hvdkit.runtime.tuning import apply_runtime_defaults, check_threads, resolve
 rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.local_size
 
 
-def init(threads: int | None = None, *, timeline: str | os.PathLike[str] | None = None) -> None:
+def init(threads: int | None = None, *, timeline: str | os.PathLike[str] | None = None,
+         process_sets: list[Any] | None = None) -> None:
     """Initialise Horovod (tuned defaults first) and set intra-op threads per rank
     (see :func:`hvdkit.runtime.tuning.resolve_threads`). ``timeline="path.json"`` records Horovod's
-    timeline of every collective there (:func:`hvdkit.runtime.tuning.timeline_env`)."""
+    timeline of every collective there (:func:`hvdkit.runtime.tuning.timeline_env`).
+    ``process_sets`` (Horovod ``ProcessSet`` objects, the same list on every rank) go to ``hvd.init``."""
     check_threads(threads)
     prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     timeline_env(timeline)
     apply_runtime_defaults()
-    hvd.init()
+    hvd.init(process_sets=process_sets)
     n = resolve_threads(threads, hvd.local_size())
     if n is not None:
         torch.set_num_threads(n)
