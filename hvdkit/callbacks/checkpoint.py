@@ -10,8 +10,10 @@ from typing import Any
 from hvdkit.core.background_save import BackgroundSave
 from hvdkit.core.callback import Callback
 from hvdkit.core.checkpoint_store import CheckpointStore, Manifest, new_run_id
+from hvdkit.core.comm import Comm
 from hvdkit.core.engine import Engine
 from hvdkit.core.events import Event
+from hvdkit.core.process_set import check_process_set, scoped
 from hvdkit.core.state import TrainState
 from hvdkit.core.types import Snapshot
 from hvdkit.core.validation import check_bool, check_int
@@ -38,12 +40,17 @@ class Checkpoint(Callback):
     that writers which died left behind. Loading never runs code from the folder (PyTorch:
     ``torch.load(weights_only=True)``; Keras: hvdkit's safe format); ``trust_pickle=True`` allows
     pickled objects, for checkpoints from folders you trust only.
+
+    With ``process_set=`` (a Horovod ``ProcessSet`` this rank belongs to) the set's first rank writes
+    and reads, and resuming broadcasts within the set only: in hybrid parallelism each pipeline stage
+    gives its own folder and its data-parallel set (``Checkpoint(f"ckpt/stage{s}", process_set=dp_set)``).
     """
 
     order = -100  # restore before any callback reads the state
 
     def __init__(self, directory: str | os.PathLike[str], every_n_epochs: int = 1, keep: int = 3,
-                 resume: bool = True, trust_pickle: bool = False, async_save: bool = True) -> None:
+                 resume: bool = True, trust_pickle: bool = False, async_save: bool = True,
+                 process_set: Any = None) -> None:
         if not isinstance(directory, (str, os.PathLike)) or not str(directory):
             raise ValueError(f"directory must be a non-empty path, got {directory!r}")
         self.every_n_epochs = check_int("every_n_epochs", every_n_epochs, minimum=1)
@@ -51,6 +58,7 @@ class Checkpoint(Callback):
         self.resume = check_bool("resume", resume)
         self.trust_pickle = check_bool("trust_pickle", trust_pickle)
         self.async_save = check_bool("async_save", async_save)
+        self.process_set = check_process_set(process_set)
         self._writer = BackgroundSave()
         if self.trust_pickle:
             log.warning("Checkpoint(trust_pickle=True): loading %s may run code that its files name; use it only "
@@ -76,6 +84,10 @@ class Checkpoint(Callback):
             raise RuntimeError("Checkpoint is not attached to a training run yet (pass it in callbacks)")
         return self._engine
 
+    def _comm(self, state: TrainState) -> Comm:
+        """The ranks this checkpoint is shared by: all of them, or the given process set."""
+        return scoped(state.comm, self.process_set)
+
     # -- saving ---------------------------------------------------------------
     def snapshot(self, state: TrainState) -> Snapshot:
         """Model, optimizer and RNG state, counters and every callback's state (the world size the
@@ -89,7 +101,7 @@ class Checkpoint(Callback):
     def save(self, state: TrainState) -> Manifest | None:
         """Write a checkpoint (rank 0 only; other ranks return None). With ``async_save`` the write runs
         in the background and this returns None at once; :meth:`wait` returns its manifest."""
-        if not state.is_root:
+        if not self._comm(state).is_root:
             return None
         if self.run_id is None:
             self.run_id = new_run_id()
@@ -168,10 +180,11 @@ class Checkpoint(Callback):
         waits in a broadcast that nobody else is in (horovod#2652).
         """
         self._writer.wait()  # a save still in flight is part of what may be resumed
-        outcome = self._prepare(state) if state.is_root else None
+        comm = self._comm(state)
+        outcome = self._prepare(state) if comm.is_root else None
         if not state.elastic:
-            outcome = state.comm.broadcast_object(outcome, 0)
-        elif not state.is_root:
+            outcome = comm.broadcast_object(outcome, 0)
+        elif not comm.is_root:
             return None
         assert outcome is not None
         if outcome[0] == "error":
@@ -191,7 +204,7 @@ class Checkpoint(Callback):
         self.engine.restore_progress(snap["counters"], snap.get("callbacks", {}), world_size=manifest.world_size,
                                      optimizer_lr=state.ops.get_lr())
         state.resumed_epoch = state.epoch
-        if state.is_root:
+        if comm.is_root:
             log.info("resumed from %s (epoch %d, step %d)", manifest.payload, manifest.epoch, manifest.global_step)
         self.run_id = manifest.run_id
         self.restored = manifest

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hvdkit.core.callback import Callback
+from hvdkit.core.process_set import check_process_set, scoped
 from hvdkit.core.state import TrainState
 
 
@@ -13,9 +16,15 @@ class MetricAverage(Callback):
     names (validation data on some ranks only, a metric computed on one rank) would otherwise submit
     differently named tensors and wait for each other forever; here every rank raises a ValueError
     naming what each rank has.
+
+    With ``process_set=`` (a Horovod ``ProcessSet`` this rank belongs to) the mean is over that set's
+    ranks only: in hybrid parallelism each pipeline stage averages its own metrics over its replicas.
     """
 
     order = 50  # after callbacks that add metrics, before loggers
+
+    def __init__(self, process_set: Any = None) -> None:
+        self.process_set = check_process_set(process_set)
 
     def on_epoch_end(self, state: TrainState) -> None:
         """Average the epoch's scalar logs over all ranks."""
@@ -25,12 +34,14 @@ class MetricAverage(Callback):
                 scalars[k] = float(v)  # Python, NumPy and 0-d tensor scalars
             except (TypeError, ValueError):
                 continue
-        if state.comm.size == 1:
+        comm = scoped(state.comm, self.process_set)
+        if comm.size == 1:
             return
-        gathered = state.comm.allgather_object(scalars)
+        gathered = comm.allgather_object(scalars)
         names = [sorted(g) for g in gathered]
         if any(n != names[0] for n in names):
-            per_rank = "; ".join(f"rank {r}: {', '.join(n) or '(none)'}" for r, n in enumerate(names))
+            where = "" if self.process_set is None else "process-set "
+            per_rank = "; ".join(f"{where}rank {r}: {', '.join(n) or '(none)'}" for r, n in enumerate(names))
             raise ValueError(f"MetricAverage: ranks logged different metrics at the end of epoch {state.epoch + 1} "
                              f"({per_rank}): give every rank the same metrics and the same validation data "
                              "(each rank its shard of it)")

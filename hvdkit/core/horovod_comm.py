@@ -58,3 +58,4 @@ class HorovodComm(Comm):
         out = self.hvd.allreduce(self._to_tensor([float(values[k]) for k in keys]), op=self.hvd.Average,
                                  name="hvdkit.allreduce_mean." + ",".join(keys))
         return dict(zip(keys, self._to_list(out)))
+

@@ -18,10 +18,12 @@ def test_bench_allreduce_and_checkpoint_quick(tmp_path):
     res = json.loads((tmp_path / "results.json").read_text())
     rows = res["suites"]["allreduce"]["rows"]
     assert set(rows) == {"hvdkit (MPI, hvdkit defaults)", "horovod (MPI)", "horovod (Gloo)",
-                         "torch.distributed (gloo)", "mpi4py (Open MPI)"}
+                         "torch.distributed (gloo)", "mpi4py (Open MPI)", "hvdkit (MPI, fp16 compression)"}
     for name, r in rows.items():
         assert [x["bytes"] for x in r] == [4096 * 4**i for i in range(7)], name
         assert all(x["busbw_gbps"] > 0 for x in r), name
+    assert all(r["fp16_vs_none"] > 0 for r in res["suites"]["allreduce"]["ratios"])  # paired in one job
+    assert "fp16 compression vs none" in (tmp_path / "report.md").read_text()
     ck = res["suites"]["checkpoint"]["result"]
     assert ck["save_ratio"] > 0 and ck["load_ratio"] > 0
     assert (tmp_path / "allreduce.png").stat().st_size > 10_000

@@ -24,6 +24,9 @@ def main() -> None:
     p.add_argument("--results", required=True)
     p.add_argument("--max-mib", type=int, default=256)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--paired-fp16", action="store_true",
+                   help="hvdkit/horovod only: time fp16 compression in the same job, rounds alternating with "
+                        "uncompressed ones (rows_fp16; bandwidth counts the float32 payload)")
     args = p.parse_args()
 
     if args.impl == "mpi4py":
@@ -72,27 +75,38 @@ def main() -> None:
             def reduce(buf):
                 hvd.allreduce_(buf, op=hvd.Sum, name="bench")
 
+            def reduce_fp16(buf):
+                hvd.allreduce(buf, op=hvd.Sum, name="bench.fp16", compression=hvd.Compression.fp16)
+
             def barrier():
                 hvd.allreduce(torch.zeros(1), name="bench.barrier")
 
-    rows = []
+    if args.paired_fp16 and args.impl not in ("hvdkit", "horovod"):
+        raise SystemExit(f"--paired-fp16 needs --impl hvdkit or horovod, got {args.impl}")
+    variants = {"rows": reduce}
+    if args.paired_fp16:
+        variants["rows_fp16"] = reduce_fp16
+    out: dict = {name: [] for name in variants}
     for nbytes in sizes_bytes(4, args.max_mib):
         buf = make(nbytes)
         k = iterations_for(nbytes)
-        for _ in range(2):
-            reduce(buf)
-        times = []
+        for fn in variants.values():
+            for _ in range(2):
+                fn(buf)
+        times: dict = {name: [] for name in variants}
         for _ in range(args.rounds):
-            barrier()
-            t0 = time.perf_counter()
-            for _ in range(k):
-                reduce(buf)
-            times.append((time.perf_counter() - t0) / k)
-        t = median(times)
-        rows.append({"bytes": nbytes, "seconds": t, "busbw_gbps": nbytes * 2 * (size - 1) / size / t / 1e9})
+            for name, fn in variants.items():  # paired: the variants alternate round by round
+                barrier()
+                t0 = time.perf_counter()
+                for _ in range(k):
+                    fn(buf)
+                times[name].append((time.perf_counter() - t0) / k)
+        for name in variants:
+            t = median(times[name])
+            out[name].append({"bytes": nbytes, "seconds": t, "busbw_gbps": nbytes * 2 * (size - 1) / size / t / 1e9})
         del buf
     if rank == 0:
-        write_result(args.results, {"impl": args.impl, "size": size, "rows": rows})
+        write_result(args.results, {"impl": args.impl, "size": size, **out})
     if args.impl == "torch_gloo":
         # Without this, a rank could exit while its peer's Gloo threads still ran; seen once in CI as
         # "terminate called without an active exception" (SIGABRT) at exit.

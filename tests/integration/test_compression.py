@@ -1,0 +1,29 @@
+"""Gradient compression and reduce ops (#14 item 7) with real Horovod processes: fp16 compression and
+Adasum train through ``hk.distribute`` with identical weights on both ranks; bad names are refused."""
+
+import pytest
+from helpers import horovodrun, requires_horovod, tagged_json
+
+pytestmark = [requires_horovod, pytest.mark.horovod]
+
+
+@pytest.mark.timeout(240)
+def test_fp16_compression_and_adasum_train_with_identical_ranks():
+    rows = sorted(tagged_json(horovodrun("compression.py", timeout=200).stdout, "COMPRESSION"),
+                  key=lambda r: r["rank"])
+    assert [r["rank"] for r in rows] == [0, 1]
+    r0, r1 = rows[0]["runs"], rows[1]["runs"]
+    for name, a in r0.items():
+        b = r1[name]
+        print(f"{name}: loss {a['loss_first']:.4f} -> {a['loss_last']:.4f}, weights {a['sha256'][:12]} / "
+              f"{b['sha256'][:12]}")
+        assert a["sha256"] == b["sha256"] and a["finite"], name  # ranks stay identical
+        assert a["loss_last"] < 0.9 * a["loss_first"], (name, a)  # and it trains
+    # The choices reach Horovod: fp16 rounding and Adasum's combination change the weights ...
+    assert len({r["sha256"] for r in r0.values()}) == len(r0)
+    # ... while fp16 stays close to uncompressed averaging (sum with half the LR is the same step).
+    for name in ("fp16/average", "fp16/sum"):
+        assert abs(r0[name]["loss_last"] - r0["none/average"]["loss_last"]) < 1e-3
+    for r in rows:  # refused before anything is broadcast, naming argument, value and choices
+        assert r["bad_compression"] == "compression must be one of 'none', 'fp16', got 'int8'"
+        assert r["bad_op"] == "op must be one of 'average', 'sum', 'adasum', got 'max'"
