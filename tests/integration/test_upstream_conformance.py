@@ -135,5 +135,6 @@ def test_keras3_ports_of_upstream_keras_tests_pass_through_hvdkit(tmp_path):
     for summary in horovodrun_pytest(tmp_path, [f"parallel/{n}" for n in names], set(KERAS_LEFT_OUT)):
         assert "failed" not in summary and "error" not in summary, summary
         assert re.search(r"\b13 passed\b", summary), summary
-        assert re.search(r"\b3 skipped\b", summary), summary  # -rs in the output names them
+        # test_legacy_optimizer (Keras 3 has none) and tf.test.TestCase.test_session once per class ("Not a test")
+        assert re.search(r"\b3 skipped\b", summary), summary
         assert re.search(rf"\b{len(KERAS_LEFT_OUT)} deselected\b", summary), summary
