@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import horovod.tensorflow as hvd
@@ -31,6 +32,14 @@ class _DistributedMixin:
         if self._hvdkit_scale != 1.0:  # Keras averages what it accumulated; Horovod sums unless told to average
             grads = [None if g is None else g * self._hvdkit_scale for g in grads]
         return super()._clip_gradients(grads)  # type: ignore[misc]
+
+    @property
+    def _agg_helper(self) -> SimpleNamespace | None:
+        """Horovod's private gradient-aggregation helper, as far as upstream's tests read it: ``counter`` is
+        the number of backward passes accumulated since the last update (Keras 3's ``_iterations`` counts
+        passes, ``iterations`` updates); None without ``backward_passes_per_step``, as Horovod's."""
+        steps = self.gradient_accumulation_steps  # type: ignore[attr-defined]
+        return SimpleNamespace(counter=self._iterations % steps) if steps else None  # type: ignore[attr-defined]
 
 
 def _distributed_class(cls: type) -> type:
