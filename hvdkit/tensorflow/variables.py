@@ -36,6 +36,14 @@ def broadcast_variables(variables: Iterable[Any], root_rank: int = 0, process_se
     Horovod's ``broadcast_variables`` (same arguments; ``root_rank`` defaults to 0 here) on the
     tf.Variables behind Keras 3 variables; a no-op in a one-process world."""
     tf_vars = to_tf_variables(variables)
-    if tf_vars and hvd.size() > 1:
-        return hvd.broadcast_variables(tf_vars, root_rank=root_rank, process_set=process_set, inplace=inplace)
+    if not tf_vars or hvd.size() == 1:
+        return None
+    if inplace:
+        return hvd.broadcast_variables(tf_vars, root_rank=root_rank, process_set=process_set, inplace=True)
+    # Named by position, not by variable name: Horovod pairs the ranks' tensors by name, and ranks may name
+    # the same variable differently (a model loaded on rank 0 only, as Horovod's own pattern does, gets
+    # its saved layer names; a fresh model on the other ranks gets new ones), which hung.
+    for i, var in enumerate(tf_vars):
+        var.assign(hvd.broadcast(var, root_rank=root_rank, name=f"hvdkit.broadcast_variables.{i}",
+                                 process_set=process_set))
     return None
