@@ -31,6 +31,7 @@ if not keras.__version__.startswith("3.") or keras.backend.backend() != "tensorf
                       f"with backend {keras.backend.backend()!r}; set KERAS_BACKEND=tensorflow")
 
 from hvdkit.core.history import History  # noqa: E402
+from hvdkit.horovod_names import export as _export  # noqa: E402
 from hvdkit.keras import horovod_api as _horovod_api  # noqa: E402
 from hvdkit.keras.elastic_fit import fit_elastic  # noqa: E402
 from hvdkit.keras.optimizer import DistributedOptimizer, is_distributed  # noqa: E402
@@ -39,25 +40,7 @@ from hvdkit.tensorflow.comm import HorovodComm  # noqa: E402
 from hvdkit.tensorflow.data import shard  # noqa: E402
 from hvdkit.tensorflow.runtime import init, local_rank, local_size, rank, size  # noqa: E402
 
-globals().update({_n: getattr(_horovod_api, _n) for _n in _horovod_api.__horovod_all__})
-__horovod_all__ = list(_horovod_api.__horovod_all__)
-
-
-def __getattr__(name: str) -> object:
-    """Anything else of ``horovod.tensorflow.keras`` (its internals, that scripts and upstream's tests reach)
-    falls through to Horovod's module, so a Horovod name never fails with AttributeError here."""
-    import importlib
-    import importlib.util
-
-    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # an hvdkit submodule not imported yet
-        return importlib.import_module(f"{__name__}.{name}")
-    import horovod.tensorflow.keras as _upstream
-
-    try:
-        return getattr(_upstream, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r} "
-                             "(nor has horovod.tensorflow.keras)") from None
+__getattr__ = _export(globals(), _horovod_api, "horovod.tensorflow.keras")  # Horovod's names; the rest falls through
 
 
 def verbose(level: int = 1) -> int:

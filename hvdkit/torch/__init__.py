@@ -16,6 +16,7 @@ require("torch", extra="torch")
 require("horovod.torch", extra="torch", horovod=True)
 
 from hvdkit.core.history import History  # noqa: E402
+from hvdkit.horovod_names import export as _export  # noqa: E402
 from hvdkit.torch import horovod_api as _horovod_api  # noqa: E402
 from hvdkit.torch.comm import HorovodComm  # noqa: E402
 from hvdkit.torch.data import EvalShardSampler, shard, shard_sampler  # noqa: E402
@@ -26,24 +27,7 @@ from hvdkit.torch.sync_batchnorm import SyncBatchNorm as _SyncBatchNorm  # noqa:
 from hvdkit.torch.sync_batchnorm import convert_sync_batchnorm  # noqa: E402
 from hvdkit.torch.trainer import Trainer  # noqa: E402
 
-globals().update({_n: getattr(_horovod_api, _n) for _n in _horovod_api.__horovod_all__})
-__horovod_all__ = list(_horovod_api.__horovod_all__)
-
-
-def __getattr__(name: str) -> object:
-    """Anything else of ``horovod.torch`` (its internals, e.g. ``hvd.util``, that scripts and upstream's tests
-    reach) falls through to Horovod's module, so a Horovod name never fails with AttributeError here."""
-    import importlib
-    import importlib.util
-
-    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # an hvdkit submodule not imported yet
-        return importlib.import_module(f"{__name__}.{name}")
-    import horovod.torch as _upstream
-
-    try:
-        return getattr(_upstream, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r} (nor has horovod.torch)") from None
+__getattr__ = _export(globals(), _horovod_api, "horovod.torch")  # Horovod's names; the rest falls through
 
 
 # hvdkit's SyncBatchNorm keeps the name: Horovod's refuses CPU tensors, hvdkit's works on CPU and GPU.
