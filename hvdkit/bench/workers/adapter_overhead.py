@@ -11,53 +11,32 @@ Reported: ms/step medians of each and the median of the per-round ratios.
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
-
 import horovod.torch as hvd
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
 import hvdkit.torch as hk
-from hvdkit.bench.workers.common import median, write_result
-from hvdkit.bench.workers.train_torch import build, plain_epoch
-from hvdkit.core import Callback
+from hvdkit.bench.workers.common import EpochTimer, median, paired_args, quartiles, write_result
+from hvdkit.bench.workers.train_torch import build, plain_epoch, synthetic_data
 
 
 def main() -> None:
     """Alternate the hvdkit Trainer and a raw Horovod loop epoch by epoch in one job; write the timings."""
-    p = argparse.ArgumentParser()
-    p.add_argument("--results", required=True)
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--inputs", type=int, default=512)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=20, help="per epoch")
-    p.add_argument("--rounds", type=int, default=8, help="epochs of each; the first round is not timed")
-    args = p.parse_args()
+    args = paired_args(__doc__ or "")
 
     hk.init()
     rank, size = hk.rank(), hk.size()
-    g = torch.Generator().manual_seed(1)
-    n = args.batch * args.steps * size
-    data = TensorDataset(torch.randn(n, args.inputs, generator=g), torch.randint(0, 10, (n,), generator=g))
+    data = synthetic_data(args, size)
     loss_fn = nn.CrossEntropyLoss()
 
     # A: hvdkit's Trainer (its distribute() wraps the optimizer; sums stay on the device).
     times: dict[str, list[float]] = {"hvdkit": [], "horovod": []}
 
-    class Timer(Callback):
-        def on_epoch_begin(self, state):
-            self.t0 = time.perf_counter()
-
-        def on_epoch_end(self, state):
-            times["hvdkit"].append(time.perf_counter() - self.t0)
-
     model_a = build(args.inputs, args.hidden)
     trainer = hk.Trainer(model_a, torch.optim.SGD(model_a.parameters(), lr=0.01 * size), loss_fn,
-                         callbacks=[Timer()])
+                         callbacks=[EpochTimer(times, "hvdkit")])
 
     # B: the loop a user writes on raw Horovod.
     model_b = build(args.inputs, args.hidden)
@@ -81,13 +60,13 @@ def main() -> None:
 
     a, b = times["hvdkit"][1:], times["horovod"][1:]
     ratios = [x / y for x, y in zip(a, b)]
-    q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
     if rank == 0:
         write_result(args.results, {
             "size": size, "threads": torch.get_num_threads(), "batch_per_rank": args.batch, "steps": args.steps,
             "ms_per_step": {"hvdkit": median(a) / args.steps * 1000, "horovod": median(b) / args.steps * 1000},
             "overhead_us_per_step": (median(a) - median(b)) / args.steps * 1e6,
-            "ratio_median": median(ratios), "ratio_quartiles": [q[0], q[2]], "ratios": ratios, "epoch_times": times})
+            "ratio_median": median(ratios), "ratio_quartiles": quartiles(ratios), "ratios": ratios,
+            "epoch_times": times})
 
 
 if __name__ == "__main__":

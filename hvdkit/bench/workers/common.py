@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
+import time
+from typing import Any
+
+from hvdkit.core import Callback
 
 
 def write_result(path: str, result: dict) -> None:
@@ -32,3 +37,36 @@ def iterations_for(nbytes: int, budget_bytes: int = 256 * 1024 * 1024, lo: int =
 def median(xs: list[float]) -> float:
     """The median of ``values``."""
     return float(statistics.median(xs))
+
+
+def quartiles(xs: list[float]) -> list[float]:
+    """The first and third quartiles of ``xs`` (both the value itself for a single one)."""
+    q = statistics.quantiles(xs, n=4) if len(xs) >= 2 else [xs[0]] * 3
+    return [q[0], q[2]]
+
+
+def paired_args(description: str) -> argparse.Namespace:
+    """The arguments of the paired-round workers: the model, the batches and how many rounds."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--results", required=True)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--inputs", type=int, default=512)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--steps", type=int, default=20, help="per epoch")
+    p.add_argument("--rounds", type=int, default=8, help="epochs of each; the first round is not timed")
+    return p.parse_args()
+
+
+class EpochTimer(Callback):
+    """Appends each epoch's wall time to ``times[key]``."""
+
+    def __init__(self, times: dict[str, list[float]], key: str) -> None:
+        self.times, self.key = times, key
+
+    def on_epoch_begin(self, state: Any) -> None:
+        """Start the clock."""
+        self.t0 = time.perf_counter()
+
+    def on_epoch_end(self, state: Any) -> None:
+        """Record the epoch's time."""
+        self.times[self.key].append(time.perf_counter() - self.t0)

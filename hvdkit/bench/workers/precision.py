@@ -9,53 +9,28 @@ Reported: ms/step and samples/s medians of each and the median of the per-round 
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
-
 import torch
 from torch import nn
-from torch.utils.data import TensorDataset
 
 import hvdkit.torch as hk
-from hvdkit.bench.workers.common import median, write_result
-from hvdkit.bench.workers.train_torch import build
-from hvdkit.core import Callback
+from hvdkit.bench.workers.common import EpochTimer, median, paired_args, quartiles, write_result
+from hvdkit.bench.workers.train_torch import build, synthetic_data
 
 
 def main() -> None:
     """Alternate fp32 and bf16 Trainers epoch by epoch in one job; write the timings."""
-    p = argparse.ArgumentParser()
-    p.add_argument("--results", required=True)
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--inputs", type=int, default=512)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=20, help="per epoch")
-    p.add_argument("--rounds", type=int, default=8, help="epochs of each; the first round is not timed")
-    args = p.parse_args()
+    args = paired_args(__doc__ or "")
 
     hk.init()
     size = hk.size()
-    g = torch.Generator().manual_seed(1)
-    n = args.batch * args.steps * size
-    data = TensorDataset(torch.randn(n, args.inputs, generator=g), torch.randint(0, 10, (n,), generator=g))
+    data = synthetic_data(args, size)
     times: dict[str, list[float]] = {"32": [], "bf16": []}
-
-    class Timer(Callback):
-        def __init__(self, key: str) -> None:
-            self.key = key
-
-        def on_epoch_begin(self, state):
-            self.t0 = time.perf_counter()
-
-        def on_epoch_end(self, state):
-            times[self.key].append(time.perf_counter() - self.t0)
 
     trainers = {}
     for key in times:
         model = build(args.inputs, args.hidden)
         trainers[key] = hk.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.01 * size), nn.CrossEntropyLoss(),
-                                   callbacks=[Timer(key)], precision=key, progress=False)
+                                   callbacks=[EpochTimer(times, key)], precision=key, progress=False)
 
     for r in range(args.rounds):
         for key in (("32", "bf16") if r % 2 == 0 else ("bf16", "32")):
@@ -63,14 +38,13 @@ def main() -> None:
 
     fp32, bf16 = times["32"][1:], times["bf16"][1:]
     ratios = [b / a for a, b in zip(fp32, bf16)]  # bf16 time / fp32 time per round
-    q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
     if hk.rank() == 0:
         samples = args.batch * args.steps * size
         write_result(args.results, {
             "size": size, "threads": torch.get_num_threads(), "batch_per_rank": args.batch, "steps": args.steps,
             "ms_per_step": {"fp32": median(fp32) / args.steps * 1000, "bf16": median(bf16) / args.steps * 1000},
             "samples_per_s": {"fp32": samples / median(fp32), "bf16": samples / median(bf16)},
-            "time_ratio_median": median(ratios), "time_ratio_quartiles": [q[0], q[2]],
+            "time_ratio_median": median(ratios), "time_ratio_quartiles": quartiles(ratios),
             "speedup_median": median([1 / r for r in ratios]), "epoch_times": times})
 
 

@@ -34,6 +34,13 @@ def build(inputs: int, hidden: int) -> nn.Module:
                          nn.Linear(hidden, 10))
 
 
+def synthetic_data(args, size: int) -> TensorDataset:
+    """``args.steps`` batches of ``args.batch`` per rank of seeded random 10-class data."""
+    g = torch.Generator().manual_seed(1)
+    n = args.batch * args.steps * size
+    return TensorDataset(torch.randn(n, args.inputs, generator=g), torch.randint(0, 10, (n,), generator=g))
+
+
 def plain_epoch(net: nn.Module, opt: torch.optim.Optimizer, loss_fn: nn.Module, loader: DataLoader,
                 sampler: DistributedSampler, epoch: int) -> float:
     """One epoch of the loop a user writes without hvdkit; returns its wall time in seconds."""
