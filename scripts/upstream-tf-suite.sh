@@ -29,7 +29,7 @@ PYTHONPATH="$repo:$tmp/utils" timeout 1200 horovodrun -np 2 -H localhost:2 \
 rc=${PIPESTATUS[0]}
 set -e
 grep -E '<stdout>:[0-9]+ (passed|failed)|<stdout>:.* passed' "$tmp/log" | tail -n 2
-other=$(grep -E '<stdout>:FAILED' "$tmp/log" | grep -v -E "::($known)( |$)" || true)
+other=$(grep -E '<stdout>:(SUB)?FAILED' "$tmp/log" | grep -v -E "::($known)( |$)" || true)
 if [ -n "$other" ] || ! grep -q ' passed' "$tmp/log"; then
   echo "upstream test_tensorflow.py: failures beyond the two known Keras 3 artifacts:" >&2
   echo "$other" >&2
