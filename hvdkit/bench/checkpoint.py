@@ -73,8 +73,10 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = 12, directory: str
     alternating order (A B C, then C B A): with no save; with a blocking ``torch.save(state_dict)`` to
     a file (fsynced) at the first step; and with hvdkit's ``Checkpoint(async_save=True)`` path (copy to
     host memory, then serialise + checksum + fsync + atomic rename on a background thread), including
-    the wait for that write to be durable after the last step. The stall of a save is the round's time
-    minus the no-save time; the result is the median over rounds, with the interquartile range.
+    the wait for that write to be durable after the last step. As in the callback, the snapshot is
+    staged (``capture_staged``: host buffers reused from the previous round's save, parameters copied
+    while the next step's forward and backward run). The stall of a save is the round's time minus the
+    no-save time; the result is the median over rounds, with the interquartile range.
     """
     import os
 
@@ -110,7 +112,7 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = 12, directory: str
                 os.fsync(f.fileno())
 
         def background(i: int) -> None:
-            snap = ops.capture()
+            snap = ops.capture_staged()  # as Checkpoint(async_save=True) does
             writer.submit(lambda: store.save(lambda f: ops.dump(snap, f), epoch=i, global_step=i,
                                              world_size=1, framework="torch"))
 

@@ -91,9 +91,10 @@ class Checkpoint(Callback):
     # -- saving ---------------------------------------------------------------
     def snapshot(self, state: TrainState) -> Snapshot:
         """Model, optimizer and RNG state, counters and every callback's state (the world size the
-        LR is scaled for goes into the manifest): a copy that training can no longer change."""
+        LR is scaled for goes into the manifest): a copy that training can no longer change (the
+        framework's part staged: ``FrameworkOps.capture_staged``, written once, then dropped)."""
         return {
-            "framework": state.ops.capture(),
+            "framework": state.ops.capture_staged(),
             "counters": copy.deepcopy(state.counters()),
             "callbacks": copy.deepcopy(self.engine.dispatcher.state_dict()),
         }

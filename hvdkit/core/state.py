@@ -41,6 +41,11 @@ class FrameworkOps(Protocol):
         """A snapshot of model, optimizer and RNG state: a copy in host memory that later training steps
         do not change (a background thread may serialise it while training goes on)."""
 
+    def capture_staged(self) -> Snapshot:
+        """:meth:`capture` for a snapshot that is written once and dropped before the next one is taken
+        (an asynchronous checkpoint): the adapter may reuse host buffers between calls and finish the copy
+        in the background, as long as :meth:`dump` and every later change of the state wait for it."""
+
     def restore(self, snapshot: Snapshot) -> None:
         """Put a :meth:`capture` snapshot back."""
 

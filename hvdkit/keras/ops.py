@@ -76,6 +76,10 @@ class KerasOps:
             "rng": capture_host_rng(),
         }
 
+    def capture_staged(self) -> Snapshot:
+        """:meth:`capture` (Keras hands out NumPy copies already; nothing to stage)."""
+        return self.capture()
+
     def restore(self, snapshot: Snapshot) -> None:
         """Put a :meth:`capture` snapshot back."""
         self.model.set_weights(snapshot["model"])

@@ -14,6 +14,7 @@ from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.safe_format import check_plain
 from hvdkit.core.types import Snapshot
 from hvdkit.torch.precision import Precision
+from hvdkit.torch.staging import HostStaging
 
 
 def _host_copy(obj: Any) -> Any:
@@ -41,6 +42,9 @@ class TorchOps:
         self.model = model
         self.optimizer = optimizer
         self.precision = precision
+        self.staging = HostStaging()
+        # the optimizer step is what changes parameters and optimizer state: it waits for a staged copy
+        optimizer.register_step_pre_hook(lambda *_: self.staging.wait())
 
     def get_lr(self) -> float:
         """The first parameter group's LR (hvdkit sets every group alike)."""
@@ -68,8 +72,25 @@ class TorchOps:
             snapshot["grad_scaler"] = _host_copy(scaler)
         return snapshot
 
+    def capture_staged(self) -> Snapshot:
+        """What :meth:`capture` gives, for a snapshot that is written once and dropped before the next
+        one is taken (an asynchronous checkpoint): host buffers are reused between calls, and parameters and
+        optimizer state are copied on a background thread while the next forward and backward run
+        (:mod:`hvdkit.torch.staging`); the next optimizer step, :meth:`restore`, :meth:`broadcast_state` and
+        :meth:`dump` wait for that copy."""
+        deferred: list[torch.Tensor] = list(self.model.parameters())
+        deferred += [t for s in self.optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        scaler = self.precision.state_dict() if self.precision is not None else {}
+        if scaler:
+            state["grad_scaler"] = scaler
+        snapshot: Snapshot = self.staging.stage(state, deferred)
+        snapshot["rng"] = {"torch": torch.get_rng_state(), **capture_host_rng()}
+        return snapshot
+
     def restore(self, snapshot: Snapshot) -> None:
         """Put a :meth:`capture` snapshot back."""
+        self.staging.wait()
         self.model.load_state_dict(snapshot["model"])
         self.optimizer.load_state_dict(snapshot["optimizer"])
         if self.precision is not None and snapshot.get("grad_scaler"):
@@ -81,11 +102,13 @@ class TorchOps:
 
     def broadcast_state(self, root_rank: int) -> None:
         """Every rank gets ``root_rank``'s parameters, buffers and optimizer state."""
+        self.staging.wait()
         hvd.broadcast_parameters(self.model.state_dict(), root_rank=root_rank)
         hvd.broadcast_optimizer_state(self.optimizer, root_rank=root_rank)
 
     def dump(self, obj: Any, f: Any) -> None:
         """``torch.save`` into ``f``; refuses (naming where) anything ``weights_only`` loading would refuse."""
+        self.staging.wait()  # a capture_staged snapshot is complete
         check_plain(obj, (torch.Tensor, torch.Size), "checkpoint")
         torch.save(obj, f)
 

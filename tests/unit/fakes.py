@@ -30,6 +30,9 @@ class DictOps:
     def capture(self) -> dict[str, Any]:
         return {"weights": dict(self.weights), "lr": self.lr, "momentum": self.momentum}
 
+    def capture_staged(self) -> dict[str, Any]:
+        return self.capture()
+
     def restore(self, snapshot: dict[str, Any]) -> None:
         self.weights = dict(snapshot["weights"])
         self.lr = snapshot["lr"]

@@ -1,0 +1,108 @@
+"""Host staging for asynchronous checkpoints: the copy of the weights taken off the training thread.
+
+A blocking ``torch.save`` of a 256 MB model took 0.47 s here; copying the same tensors into freshly
+allocated host memory took 0.15 s (page faults on new memory dominate) and into buffers kept from the
+previous save 0.05 s. :class:`HostStaging` therefore
+
+- keeps the destination buffers from one save to the next (a checkpoint snapshot is written once and
+  dropped before the next one is taken: :class:`~hvdkit.core.background_save.BackgroundSave` has at most
+  one write in flight), and
+- copies the tensors that only the optimizer step changes (parameters and optimizer state) on a
+  background thread, while the next batch's forward and backward run: those only read them. Whatever
+  else can change in a forward pass (buffers such as BatchNorm's running statistics) and all non-tensor
+  state are copied on the calling thread, before it returns.
+
+Everything that writes those tensors waits for the copy first: :class:`~hvdkit.torch.ops.TorchOps`
+registers an optimizer step pre-hook that calls :meth:`HostStaging.wait`, and its ``restore`` and
+``broadcast_state`` call it too. A copy that failed raises there, on the training thread.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+
+class HostStaging:
+    """Reusable host buffers, filled on a background thread; at most one copy in flight."""
+
+    def __init__(self, name: str = "hvdkit-checkpoint-staging") -> None:
+        self.name = name
+        self._buffers: dict[tuple[Any, ...], torch.Tensor] = {}
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def in_flight(self) -> bool:
+        """True while a copy runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def stage(self, obj: Any, deferred: Iterable[torch.Tensor]) -> Any:
+        """``obj`` (a state dict: dicts, lists, tuples, tensors, plain data) rebuilt with every tensor
+        replaced by a host buffer. Tensors in ``deferred`` (which must not change until :meth:`wait`
+        returns) are copied on a background thread; the others before this returns. The buffers of an
+        earlier call are reused: the snapshot an earlier call returned must no longer be needed."""
+        self.wait()
+        late = {t.data_ptr() for t in deferred}  # state_dict() detaches: same storage, new tensor objects
+        jobs: list[tuple[torch.Tensor, torch.Tensor]] = []
+        staged = self._walk(obj, (), late, jobs)
+        if jobs:
+            self._thread = threading.Thread(target=self._copy, args=(jobs,), name=self.name, daemon=True)
+            self._thread.start()
+        return staged
+
+    def wait(self) -> None:
+        """Block until the background copy is done; raise its error (once). Safe to call from the training
+        thread and a checkpoint writer thread at once."""
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+        with self._lock:
+            if self._thread is thread:
+                self._thread = None
+            exc, self._error = self._error, None
+        if exc is not None:
+            raise RuntimeError(f"hvdkit: copying the checkpoint snapshot to host memory failed: {exc}") from exc
+
+    def _copy(self, jobs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        try:
+            with torch.no_grad():
+                for dst, src in jobs:
+                    dst.copy_(src)
+        except BaseException as exc:  # handed to the training thread by wait()
+            self._error = exc
+
+    def _buffer(self, path: tuple[Any, ...], t: torch.Tensor) -> torch.Tensor:
+        """The host buffer for ``path``, reused while shape and dtype still match."""
+        buf = self._buffers.get(path)
+        if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
+            buf = torch.empty(t.shape, dtype=t.dtype, device="cpu")
+            self._buffers[path] = buf
+        return buf
+
+    def _walk(self, obj: Any, path: tuple[Any, ...], late: set[int],
+              jobs: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+        if isinstance(obj, torch.Tensor):
+            src = obj.detach()
+            if src.layout != torch.strided:  # sparse and other layouts: a plain copy, now
+                return src.to("cpu", copy=True)
+            dst = self._buffer(path, src)
+            if src.data_ptr() in late:
+                jobs.append((dst, src))
+            else:
+                dst.copy_(src)
+            return dst
+        if isinstance(obj, dict):
+            items = {k: self._walk(v, (*path, k), late, jobs) for k, v in obj.items()}
+            return OrderedDict(items) if isinstance(obj, OrderedDict) else items
+        if isinstance(obj, list):
+            return [self._walk(v, (*path, i), late, jobs) for i, v in enumerate(obj)]
+        if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+            return tuple(self._walk(v, (*path, i), late, jobs) for i, v in enumerate(obj))
+        return copy.deepcopy(obj)
