@@ -1,4 +1,4 @@
-"""Horovod 0.28.1's Keras callbacks (``hvd.callbacks.*``) as thin subclasses of hvdkit's core callbacks.
+"""Horovod 0.28.1's Keras callbacks (``hvd.callbacks.*``) as core callbacks on hvdkit's engine.
 
 Horovod's constructors and semantics on hvdkit's one implementation of broadcast, metric averaging,
 warm-up and schedules (no second copy of the maths). ``hvdkit.keras.callbacks`` turns them into Keras
@@ -7,22 +7,26 @@ callbacks (:mod:`hvdkit.keras.horovod_callbacks`). Differences from Horovod:
 - ``BroadcastGlobalVariablesCallback`` broadcasts when training begins (before the first step) when
   the model is built, else before the second step (Horovod: after the first batch). ``device`` is
   accepted and has no effect (Horovod places the ops).
-- The LR callbacks set the optimizer's LR to ``initial_lr`` times their multiplier, as Horovod's do;
-  several of them combine by multiplying their factors (hvdkit's engine), which equals Horovod's
-  "the last callback to set the LR wins" for the usual non-overlapping epoch ranges.
+- The LR callbacks follow Horovod's: while the epoch is in a callback's ``[start_epoch, end_epoch)``
+  range it sets the LR to ``initial_lr * multiplier(epoch)`` and otherwise leaves it alone, so the
+  last callback in range wins and an LR stays after its range ends. They do it through the engine,
+  which owns the LR: they all write one shared factor (:data:`~hvdkit.core.state.SET_LR_SLOT`) on top
+  of the target LR ``initial_lr``, which the linear scaling rule rescales when an elastic run changes
+  size. Momentum correction scales SGD's velocity by ``new_lr / old_lr`` (Horovod scales the
+  momentum for that one step: the same update).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 from hvdkit.callbacks.broadcast_initial_state import BroadcastInitialState
 from hvdkit.callbacks.lr_schedule import LearningRateSchedule
-from hvdkit.callbacks.lr_warmup import LearningRateWarmup
 from hvdkit.callbacks.metric_average import MetricAverage
-from hvdkit.core.state import TrainState
+from hvdkit.core import lr as lrmath
+from hvdkit.core.callback import Callback
+from hvdkit.core.state import SET_LR_SLOT, TrainState
 from hvdkit.core.validation import check_int, check_number
 
 
@@ -46,101 +50,127 @@ class MetricAverageCallback(MetricAverage):
         self.device = device
 
 
-class _InitialLr:
-    """Sets the engine's target LR to Horovod's ``initial_lr`` when training starts (not after a resume)."""
+class _HorovodLr(Callback):
+    """Horovod's ``LearningRateScheduleCallbackImpl`` on hvdkit's engine. While ``start_epoch <= epoch <
+    end_epoch`` it writes the shared :data:`~hvdkit.core.state.SET_LR_SLOT` factor so that the engine sets
+    ``initial_lr * multiplier``: the engine's target LR is the ``initial_lr`` of the last Horovod LR callback
+    (set when training starts), so the factor is ``multiplier * initial_lr / that initial_lr``."""
 
-    _engine: Any = None
-    initial_lr: float = 0.0
-    momentum_correction = True
+    order = LearningRateSchedule.order
 
-    def bind(self, engine: Any) -> None:
-        """Remember the engine (its ``set_lr_target`` sets the target LR)."""
-        self._engine = engine
-
-    def _set_target(self, state: TrainState) -> None:
-        state.momentum_correction = self.momentum_correction
-        if state.resumed_epoch is None and self._engine is not None:
-            self._engine.set_lr_target(self.initial_lr, state.comm.size)
-
-    def _log_lr(self, state: TrainState) -> None:
-        state.logs["lr"] = state.ops.get_lr()  # Horovod logs the LR as 'lr'
-
-
-def _initial_lr(value: Any) -> float:
-    if value is None:
-        raise ValueError("Parameter `initial_lr` is required")  # Horovod's message
-    return check_number("initial_lr", value, minimum=0)
-
-
-class LearningRateWarmupCallback(_InitialLr, LearningRateWarmup):
-    """Horovod's ``LearningRateWarmupCallback(initial_lr, warmup_epochs=5, momentum_correction=True,
-    steps_per_epoch=None, verbose=0)``: at epoch ``e``, batch ``b`` of the warm-up the LR is
-    ``initial_lr / n * ((e + (b + 1) / S) * (n - 1) / warmup_epochs + 1)``, reaching ``initial_lr`` at
-    the warm-up's last step (hvdkit's :class:`LearningRateWarmup` maths with the step counted as done)."""
-
-    step_offset = 1
-
-    def __init__(self, initial_lr: float, warmup_epochs: float = 5, momentum_correction: bool = True,
-                 steps_per_epoch: int | None = None, verbose: int = 0) -> None:
-        self.initial_lr = _initial_lr(initial_lr)
-        super().__init__(warmup_epochs=warmup_epochs, steps_per_epoch=steps_per_epoch,
-                         momentum_correction=momentum_correction, verbose=False)
-        self.horovod_verbose = verbose
-
-    def on_train_begin(self, state: TrainState) -> None:
-        """Target LR := ``initial_lr``; momentum correction as asked."""
-        super().on_train_begin(state)
-        self._set_target(state)
-
-    def on_epoch_end(self, state: TrainState) -> None:
-        """Log ``lr``; print Horovod's message when the warm-up ends (``verbose`` > 0, rank 0)."""
-        self._log_lr(state)
-        if self.horovod_verbose and state.is_root and state.epoch == math.ceil(self.warmup_epochs) - 1:
-            print(f"\nEpoch {state.epoch + 1}: finished gradual learning rate warmup to {state.ops.get_lr():g}.")
-
-
-class LearningRateScheduleCallback(_InitialLr, LearningRateSchedule):
-    """Horovod's ``LearningRateScheduleCallback(initial_lr, multiplier, start_epoch=0, end_epoch=None,
-    staircase=True, momentum_correction=True, steps_per_epoch=None)``: from ``start_epoch`` up to
-    ``end_epoch`` the LR is ``initial_lr * multiplier(epoch)`` (a number ``m`` means
-    ``m ** (epoch - start_epoch)``), with the epoch fractional unless ``staircase``; after ``end_epoch``
-    it keeps its last value."""
-
-    def __init__(self, initial_lr: float, multiplier: float | Callable[[float], float], start_epoch: int = 0,
-                 end_epoch: int | None = None, staircase: bool = True, momentum_correction: bool = True,
-                 steps_per_epoch: int | None = None) -> None:
-        self.initial_lr = _initial_lr(initial_lr)
+    def __init__(self, initial_lr: Any, start_epoch: float, end_epoch: float | None, staircase: bool,
+                 momentum_correction: bool, steps_per_epoch: int | None) -> None:
+        if initial_lr is None:
+            raise ValueError("Parameter `initial_lr` is required")  # Horovod's message
+        self.initial_lr = check_number("initial_lr", initial_lr, minimum=0)
         self.start_epoch = check_number("start_epoch", start_epoch, minimum=0)
         self.end_epoch = None if end_epoch is None else check_number("end_epoch", end_epoch, minimum=start_epoch)
         if steps_per_epoch is not None:
             check_int("steps_per_epoch", steps_per_epoch, minimum=1)
         self.steps_per_epoch = steps_per_epoch
+        self.staircase = bool(staircase)
         self.momentum_correction = bool(momentum_correction)
-        if callable(multiplier):
-            fn = multiplier
-        else:
-            m = check_number("multiplier", multiplier)
-            fn = lambda epoch: m ** (epoch - self.start_epoch)  # noqa: E731  (Horovod's exponential decay)
-        super().__init__(fn, staircase=staircase, name=f"horovod({start_epoch}..{end_epoch})")
+        self._engine: Any = None
+        self._set_this_run = False
+
+    def bind(self, engine: Any) -> None:
+        """Remember the engine (its ``set_lr_target`` sets the target LR)."""
+        self._engine = engine
+
+    def multiplier_at(self, epoch: float, state: TrainState) -> float:
+        """The multiplier on ``initial_lr`` at the (fractional) ``epoch``."""
+        raise NotImplementedError
 
     def on_train_begin(self, state: TrainState) -> None:
-        """Target LR := ``initial_lr``; momentum correction as asked."""
-        self._set_target(state)
+        """Target LR := ``initial_lr`` (not after a resume); a fractional-epoch schedule needs steps per epoch."""
+        self._set_this_run = False
+        if not self.staircase and not (self.steps_per_epoch or state.steps_per_epoch):
+            raise ValueError(  # Horovod's message, and why
+                "Could not autodetect the number of steps per epoch. Please specify the steps_per_epoch "
+                f"parameter to the {type(self).__name__}() (got None, and fit's data has no known length)")
+        if state.resumed_epoch is None and self._engine is not None:
+            self._engine.set_lr_target(self.initial_lr, state.comm.size)
 
     def on_batch_begin(self, state: TrainState) -> None:
-        """Set this schedule's factor: 1 before ``start_epoch``, its last value after ``end_epoch``."""
-        spe = self.steps_per_epoch or state.steps_per_epoch or 1
-        if state.epoch < self.start_epoch:
-            factor = 1.0
-        elif self.end_epoch is not None and state.epoch >= self.end_epoch:
-            factor = self.multiplier(self.end_epoch - 1 if self.staircase else self.end_epoch - 1 / spe)
-        else:
-            factor = self.multiplier(state.epoch if self.staircase else state.epoch + state.batch / spe)
-        state.lr_factors[f"schedule:{id(self)}"] = float(factor)
+        """In range, set the LR: every batch, or (``staircase``) at an epoch's first batch and a run's first."""
+        if state.epoch < self.start_epoch or (self.end_epoch is not None and state.epoch >= self.end_epoch):
+            return  # Horovod: outside of the adjustment scope, the LR is left alone
+        if self.staircase and state.batch != 0 and self._set_this_run:
+            return
+        epoch = float(state.epoch) if self.staircase else lrmath.fractional_epoch(
+            state.epoch, state.batch, self.steps_per_epoch or state.steps_per_epoch)
+        value = self.multiplier_at(epoch, state)
+        try:
+            value = float(value)  # numpy scalars
+        except (TypeError, ValueError):
+            pass
+        m = check_number(f"the multiplier of {self!r} at epoch {epoch:g}", value)
+        ref = self._reference_lr()
+        state.lr_factors[SET_LR_SLOT] = m * self.initial_lr / ref if ref else 0.0
+        state.momentum_correction = self.momentum_correction
+        self._set_this_run = True
+
+    def _reference_lr(self) -> float:
+        """The ``initial_lr`` the engine's target LR was set to: the last Horovod LR callback's."""
+        callbacks = self._engine.callbacks if self._engine is not None else [self]
+        return [cb.initial_lr for cb in callbacks if isinstance(cb, _HorovodLr)][-1]
 
     def on_epoch_end(self, state: TrainState) -> None:
         """Log ``lr`` as Horovod does."""
-        self._log_lr(state)
+        state.logs["lr"] = state.ops.get_lr()
+
+    def __repr__(self) -> str:
+        end = "None" if self.end_epoch is None else f"{self.end_epoch:g}"
+        return f"{type(self).__name__}(initial_lr={self.initial_lr:g}, epochs {self.start_epoch:g}..{end})"
+
+
+class LearningRateScheduleCallback(_HorovodLr):
+    """Horovod's ``LearningRateScheduleCallback(initial_lr, multiplier, start_epoch=0, end_epoch=None,
+    staircase=True, momentum_correction=True, steps_per_epoch=None)``: while ``start_epoch <= epoch <
+    end_epoch`` the LR is ``initial_lr * multiplier(epoch)`` (a number ``m`` means ``m ** (epoch -
+    start_epoch)``), set at each epoch's first batch, or every batch with the epoch fractional
+    (``epoch + batch / steps_per_epoch``) when not ``staircase``. Outside its range it leaves the LR alone:
+    with several schedules the last one in range wins, and the LR keeps its value after a range ends."""
+
+    def __init__(self, initial_lr: float, multiplier: float | Callable[[float], float], start_epoch: int = 0,
+                 end_epoch: int | None = None, staircase: bool = True, momentum_correction: bool = True,
+                 steps_per_epoch: int | None = None) -> None:
+        super().__init__(initial_lr, start_epoch, end_epoch, staircase, momentum_correction, steps_per_epoch)
+        if callable(multiplier):
+            self.multiplier = multiplier
+        else:
+            m = check_number("multiplier", multiplier)
+            self.multiplier = lambda epoch: m ** (epoch - start_epoch)  # Horovod's exponential decay
+
+    def multiplier_at(self, epoch: float, state: TrainState) -> float:
+        """``multiplier(epoch)``."""
+        return self.multiplier(epoch)
+
+
+class LearningRateWarmupCallback(_HorovodLr):
+    """Horovod's ``LearningRateWarmupCallback(initial_lr, warmup_epochs=5, momentum_correction=True,
+    steps_per_epoch=None, verbose=0)``: a schedule over epochs ``[0, warmup_epochs)``, set every batch: at epoch
+    ``e``, batch ``b`` the LR is ``initial_lr / n * ((e + (b + 1) / S) * (n - 1) / warmup_epochs + 1)``
+    (:func:`hvdkit.core.lr.linear_warmup_factor` of ``(e + (b + 1) / S) / warmup_epochs``), reaching
+    ``initial_lr`` at the warm-up's last step. As in Horovod, a fractional ``warmup_epochs`` runs the formula
+    to the end of its last, partial epoch (past ``initial_lr``)."""
+
+    def __init__(self, initial_lr: float, warmup_epochs: float = 5, momentum_correction: bool = True,
+                 steps_per_epoch: int | None = None, verbose: int = 0) -> None:
+        self.warmup_epochs = check_number("warmup_epochs", warmup_epochs, minimum=0)
+        super().__init__(initial_lr, 0, self.warmup_epochs, False, momentum_correction, steps_per_epoch)
+        self.verbose = verbose
+
+    def multiplier_at(self, epoch: float, state: TrainState) -> float:
+        """Horovod's warm-up multiplier at the fractional ``epoch``, ``n`` being the current world size."""
+        spe = self.steps_per_epoch or state.steps_per_epoch or 1
+        return lrmath.linear_warmup_factor((epoch + 1 / spe) / self.warmup_epochs, state.comm.size)
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        """Log ``lr``; print Horovod's message after the warm-up's last epoch (``verbose`` > 0, rank 0)."""
+        super().on_epoch_end(state)
+        if self.verbose and state.is_root and state.epoch == self.warmup_epochs - 1:
+            print(f"\nEpoch {state.epoch + 1}: finished gradual learning rate warmup to {state.ops.get_lr():g}.")
 
 
 __all__ = ["BroadcastGlobalVariablesCallback", "LearningRateScheduleCallback", "LearningRateWarmupCallback",

@@ -26,12 +26,17 @@ def rescale_for_world_size(lr: float, old_size: int, new_size: int) -> float:
     return lr * new_size / old_size
 
 
+def linear_warmup_factor(progress: float, world_size: int) -> float:
+    """The warm-up ramp, not capped: ``1/n`` at ``progress`` 0, 1 at ``progress`` 1 (``n = world_size``)."""
+    inv = 1.0 / world_size
+    return inv + (1.0 - inv) * progress
+
+
 def warmup_factor(step: int, warmup_steps: int, world_size: int) -> float:
     """Multiplier on the target LR for global step ``step`` (0-based)."""
     if warmup_steps <= 0 or step >= warmup_steps:
         return 1.0
-    inv = 1.0 / world_size
-    return inv + (1.0 - inv) * step / warmup_steps
+    return linear_warmup_factor(step / warmup_steps, world_size)
 
 
 def warmup_lr(target_lr: float, step: int, warmup_steps: int, world_size: int) -> float:

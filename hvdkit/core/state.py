@@ -60,6 +60,10 @@ class FrameworkOps(Protocol):
         built lazily by its first step); the caller tries again later."""
 
 
+#: The ``lr_factors`` key that LR callbacks which set the LR (rather than scale it) share: see :class:`TrainState`.
+SET_LR_SLOT = "set"
+
+
 @dataclass
 class TrainState:
     """Where training stands; the engine updates it, callbacks read it and act on it.
@@ -73,8 +77,12 @@ class TrainState:
     ``target_world_size`` workers (the linear scaling rule); only
     :meth:`~hvdkit.core.engine.Engine.set_lr_target` changes either. LR callbacks write multipliers
     into ``lr_factors``; before each batch the engine sets ``target_lr * product(lr_factors)``
-    (``last_applied_lr``). ``momentum_correction``: scale the optimizer's velocity when the LR
-    changes, for optimizers whose velocity holds the LR (set by ``LearningRateWarmup``).
+    (``last_applied_lr``). Factors under their own keys (hvdkit's warm-up and schedules) multiply;
+    the key :data:`SET_LR_SLOT` is shared by the callbacks that *set* the LR rather than scale it
+    (Horovod's ``LearningRateWarmupCallback``/``LearningRateScheduleCallback``): each writes it while
+    its epoch range covers the batch, so the last one to write wins and its value stays after its
+    range ends. ``momentum_correction``: scale the optimizer's velocity when the LR changes, for
+    optimizers whose velocity holds the LR (set by the LR callbacks).
 
     ``logs`` are the current batch's or epoch's metrics, ``history`` every finished epoch's.
     ``resumed_epoch`` is the epoch a checkpoint put this run at (None when it started fresh).
