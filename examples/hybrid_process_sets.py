@@ -9,8 +9,10 @@ Four processes, CPU only. Rank r is stage ``r % 2`` of pipeline replica ``r // 2
 
 Stage 0 (``Linear + Tanh``) broadcasts its activations to stage 1 on the pair's process set;
 stage 1 (``Linear``, the loss) broadcasts the gradient of the loss with respect to those
-activations back. Each stage's Horovod ``DistributedOptimizer`` averages gradients over its
-data-parallel set only, so the two copies of a stage stay identical. hvdkit's ``MetricAverage``
+activations back. ``hk.distribute(..., process_set=dp_set)`` broadcasts each stage's initial
+weights from the set's first rank and averages gradients over its data-parallel set only, so the two
+copies of a stage start and stay identical (each rank draws different initial weights: only the
+broadcast makes them equal). hvdkit's ``MetricAverage``
 and ``Checkpoint`` take the stage's set: each stage averages its own metrics over its replicas and
 writes its own folder (``ckpt/stage0``, ``ckpt/stage1``), and a rerun resumes both stages.
 ``--results DIR`` writes each rank's per-epoch metrics and weight hashes to ``DIR/rank<r>.json``.
@@ -63,10 +65,9 @@ def main() -> None:
     x, y = x_all[replica::2], y_all[replica::2]
     steps = len(x) // BATCH
 
-    torch.manual_seed(100 + stage)  # the same initial weights in both replicas of a stage
+    torch.manual_seed(100 + rank)  # different on every rank: distribute's broadcast makes replicas equal
     model = nn.Sequential(nn.Linear(8, HIDDEN), nn.Tanh()) if stage == 0 else nn.Sequential(nn.Linear(HIDDEN, 3))
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9),
-                                   named_parameters=model.named_parameters(), process_set=dp_set)
+    opt = hk.distribute(model, torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9), process_set=dp_set)
     callbacks: list = [MetricAverage(process_set=dp_set)]
     if args.checkpoint_dir:
         callbacks.append(Checkpoint(os.path.join(args.checkpoint_dir, f"stage{stage}"), process_set=dp_set))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hvdkit.core.callback import Callback
+from hvdkit.core.process_set import check_process_set, scoped
 from hvdkit.core.state import TrainState
 from hvdkit.core.validation import check_int
 
@@ -20,26 +23,40 @@ class BroadcastInitialState(Callback):
     A model that has no variables yet when training begins (a Keras ``Sequential`` without an input
     shape is built by its first step) is broadcast before the second step instead, as soon as
     ``FrameworkOps.broadcast_state`` can do it (Horovod's callback broadcasts after the first batch).
+
+    With ``process_set=`` (a Horovod ``ProcessSet`` this rank belongs to; hybrid parallelism) the
+    broadcast stays within the set, from its ``root_rank``-th member (a rank within the set, as for
+    ``MetricAverage`` and ``Checkpoint``).
     """
 
     order = -50  # after a checkpoint restore, before anything reads the weights
 
-    def __init__(self, root_rank: int = 0) -> None:
+    def __init__(self, root_rank: int = 0, process_set: Any = None) -> None:
         self.root_rank = check_int("root_rank", root_rank, minimum=0)
+        self.process_set = check_process_set(process_set)
         self._pending = False
+
+    def _broadcast(self, state: TrainState) -> bool:
+        """One broadcast from the root; False when the model has nothing to broadcast yet."""
+        if self.process_set is None:
+            return state.ops.broadcast_state(self.root_rank) is not False
+        root = sorted(int(r) for r in self.process_set.ranks)[self.root_rank]  # its global rank
+        return state.ops.broadcast_state(root, process_set=self.process_set) is not False
 
     def on_train_begin(self, state: TrainState) -> None:
         """Broadcast model and optimizer state from ``root_rank`` (not under elastic training)."""
-        if state.elastic or state.comm.size == 1:
+        size = scoped(state.comm, self.process_set).size  # refuses a set this rank is not in
+        if state.elastic or state.comm.size == 1:  # a set of one still takes part (torch's exchange is world-wide)
             return
-        if self.root_rank >= state.comm.size:
-            raise ValueError(f"root_rank must be < the number of workers ({state.comm.size}), got {self.root_rank}")
-        self._pending = state.ops.broadcast_state(self.root_rank) is False
+        if self.root_rank >= size:
+            where = "the number of workers" if self.process_set is None else "the size of process_set"
+            raise ValueError(f"root_rank must be < {where} ({size}), got {self.root_rank}")
+        self._pending = not self._broadcast(state)
 
     def on_batch_begin(self, state: TrainState) -> None:
         """If the model was not built when training began, broadcast as soon as it is (before step 2)."""
         if self._pending:
-            self._pending = state.ops.broadcast_state(self.root_rank) is False
+            self._pending = not self._broadcast(state)
 
     def __repr__(self) -> str:
-        return f"BroadcastInitialState(root_rank={self.root_rank})"
+        return f"BroadcastInitialState(root_rank={self.root_rank}, process_set={self.process_set!r})"

@@ -35,7 +35,7 @@ class MetricAverage(Callback):
             except (TypeError, ValueError):
                 continue
         comm = scoped(state.comm, self.process_set)
-        if comm.size == 1:
+        if state.comm.size == 1:  # the world's size: with a process set every rank takes part in the exchange
             return
         gathered = comm.allgather_object(scalars)
         names = [sorted(g) for g in gathered]

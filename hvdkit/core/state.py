@@ -55,8 +55,9 @@ class FrameworkOps(Protocol):
     def loads(self, data: bytes, *, trust_pickle: bool = False) -> Any:
         """Read what :meth:`dump` wrote without running code from it (``trust_pickle`` allows pickles)."""
 
-    def broadcast_state(self, root_rank: int) -> bool | None:
-        """Every rank gets ``root_rank``'s model and optimizer state. False: nothing to broadcast yet (a model
+    def broadcast_state(self, root_rank: int, process_set: Any = None) -> bool | None:
+        """Every rank gets ``root_rank``'s model and optimizer state (with ``process_set``: every member of
+        that Horovod process set, ``root_rank`` a global rank in it). False: nothing to broadcast yet (a model
         built lazily by its first step); the caller tries again later."""
 
 

@@ -94,14 +94,16 @@ class KerasOps:
         if rng:
             restore_host_rng(rng)
 
-    def broadcast_state(self, root_rank: int) -> bool:
-        """Every rank gets ``root_rank``'s model and optimizer variables (the optimizer is built first,
-        so its slots are broadcast too). False, broadcasting nothing, while the model has no variables
-        (a ``Sequential`` without an input shape before its first step)."""
+    def broadcast_state(self, root_rank: int, process_set: Any = None) -> bool:
+        """Every rank (or every member of ``process_set``) gets ``root_rank``'s model and optimizer
+        variables (the optimizer is built first, so its slots are broadcast too). False, broadcasting
+        nothing, while the model has no variables (a ``Sequential`` without an input shape before its
+        first step)."""
         if not self.model.built or not self.model.variables:
             return False
         self.ensure_built()
-        broadcast_variables(list(self.model.variables) + list(self.optimizer.variables), root_rank=root_rank)
+        extra = {} if process_set is None else {"process_set": process_set}
+        broadcast_variables(list(self.model.variables) + list(self.optimizer.variables), root_rank=root_rank, **extra)
         return True
 
     def dump(self, obj: Any, f: Any) -> None:

@@ -9,7 +9,9 @@ import torch
 
 from hvdkit.core.collectives import horovod_reduction
 from hvdkit.core.comm import under_elastic_driver
+from hvdkit.core.process_set import check_process_set
 from hvdkit.core.validation import check_int
+from hvdkit.torch.broadcast import broadcast_within
 
 
 def is_distributed(optimizer: Any) -> bool:
@@ -18,11 +20,17 @@ def is_distributed(optimizer: Any) -> bool:
 
 
 def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, compression: str = "none",
-               backward_passes_per_step: int = 1, op: str = "average", root_rank: int = 0) -> torch.optim.Optimizer:
-    """Broadcast parameters and optimizer state from ``root_rank``; return Horovod's DistributedOptimizer.
+               backward_passes_per_step: int = 1, op: str = "average", root_rank: int | None = None,
+               process_set: Any = None) -> torch.optim.Optimizer:
+    """Broadcast parameters and optimizer state from ``root_rank`` (default: rank 0); return Horovod's
+    DistributedOptimizer.
 
     Gradients are averaged (``op="average"``) over workers by ring-allreduce as
     backward produces them; ``compression="fp16"`` halves the bytes on the wire.
+
+    ``process_set`` (a Horovod ``ProcessSet`` this rank belongs to; hybrid parallelism): the broadcast
+    and the gradient averaging stay within that set; ``root_rank`` (a global rank) must be one of its
+    members and defaults to its first. Default: all ranks.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -32,15 +40,28 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
         raise ValueError("optimizer must be a plain torch optimizer, got one already wrapped by DistributedOptimizer")
     compressor, reduce_op = horovod_reduction(hvd, compression, op)
     check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)
+    process_set = check_process_set(process_set)
+    if root_rank is None:
+        root_rank = 0 if process_set is None else min(process_set.ranks)
+    check_int("root_rank", root_rank, minimum=0)
+    if process_set is not None and root_rank not in process_set.ranks:
+        raise ValueError(f"root_rank must be a member of process_set (ranks {sorted(process_set.ranks)}), "
+                         f"got {root_rank}")
     if not under_elastic_driver():
         # Under the elastic driver the elastic state's first sync broadcasts instead: a worker
         # that joins later would otherwise wait here in a broadcast no one else is in (horovod#2652).
-        hvd.broadcast_parameters(model.state_dict(), root_rank=root_rank)
-        hvd.broadcast_optimizer_state(optimizer, root_rank=root_rank)
+        if process_set is None:
+            hvd.broadcast_parameters(model.state_dict(), root_rank=root_rank)
+            hvd.broadcast_optimizer_state(optimizer, root_rank=root_rank)
+        else:
+            broadcast_within(model, optimizer, root_rank, process_set)
+    extra = {} if process_set is None else {"process_set": process_set}
     return hvd.DistributedOptimizer(
         optimizer,
         named_parameters=model.named_parameters(),
         compression=compressor,
         backward_passes_per_step=backward_passes_per_step,
         op=reduce_op,
+        **extra,
     )
+

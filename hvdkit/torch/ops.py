@@ -13,6 +13,7 @@ import torch
 from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.safe_format import check_plain
 from hvdkit.core.types import Snapshot
+from hvdkit.torch.broadcast import broadcast_within
 from hvdkit.torch.precision import Precision
 from hvdkit.torch.staging import HostStaging
 
@@ -100,9 +101,13 @@ class TorchOps:
             torch.set_rng_state(rng["torch"])
             restore_host_rng(rng)
 
-    def broadcast_state(self, root_rank: int) -> None:
-        """Every rank gets ``root_rank``'s parameters, buffers and optimizer state."""
+    def broadcast_state(self, root_rank: int, process_set: Any = None) -> None:
+        """Every rank (or every member of ``process_set``) gets ``root_rank``'s parameters, buffers and
+        optimizer state."""
         self.staging.wait()
+        if process_set is not None:
+            broadcast_within(self.model, self.optimizer, root_rank, process_set)
+            return
         hvd.broadcast_parameters(self.model.state_dict(), root_rank=root_rank)
         hvd.broadcast_optimizer_state(self.optimizer, root_rank=root_rank)
 

@@ -44,3 +44,52 @@ def test_two_replicas_of_a_two_stage_pipeline_stay_identical_and_resume_per_stag
     for r in range(4):  # both stages resume at epoch 3 and end exactly where the uninterrupted run ended
         assert resumed[r]["resumed_epoch"] == 3
         assert [e["sha256"] for e in resumed[r]["epochs"]] == [e["sha256"] for e in straight[r]["epochs"][3:]]
+
+
+@pytest.mark.timeout(60)
+def test_distribute_refuses_a_root_rank_outside_its_process_set_before_any_collective():
+    import horovod.torch as hvd
+    import torch
+
+    import hvdkit.torch as hk
+
+    model = torch.nn.Linear(2, 1)
+    with pytest.raises(ValueError, match=r"root_rank must be a member of process_set \(ranks \[1, 3\]\), got 0"):
+        hk.distribute(model, torch.optim.SGD(model.parameters(), lr=0.1), process_set=hvd.ProcessSet([1, 3]),
+                      root_rank=0)
+    with pytest.raises(ValueError, match="process_set must be None or a Horovod ProcessSet"):
+        hk.distribute(model, torch.optim.SGD(model.parameters(), lr=0.1), process_set=[0, 1])
+
+
+@pytest.mark.timeout(300)
+def test_keras_callbacks_and_optimizer_stay_within_their_process_set(tmp_path):
+    """Three ranks: {0, 2} train data-parallel, rank 1 alone; every rank starts from different weights."""
+    import numpy as np
+    from helpers import read_json
+
+    from hvdkit.core import CheckpointStore
+
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    out.mkdir()
+    horovodrun("keras_process_sets.py", "--results", str(out), "--checkpoint-dir", str(ckpt), np=3, timeout=240)
+
+    def arrays(name):
+        with np.load(out / name) as d:
+            return [d[k] for k in sorted(d.files, key=lambda k: int(k.split("_")[1]))]
+
+    def same(a, b):
+        return all(np.array_equal(u, v) for u, v in zip(arrays(a), arrays(b)))
+
+    assert same("rank0_start.npz", "rank2_start.npz")  # BroadcastInitialState within {0, 2}
+    assert not same("rank0_start.npz", "rank1_start.npz")  # rank 1 kept its own weights
+    assert same("rank0.npz", "rank2.npz")  # gradients averaged within {0, 2}
+    assert not same("rank0.npz", "rank1.npz")
+    logs = [read_json(out / f"rank{r}.json") for r in range(3)]
+    loss = [[e["loss"] for e in lg["raw"]] for lg in logs]
+    assert loss[0] != loss[2]  # different rows: different raw losses...
+    for r in (0, 2):  # ...and MetricAverage gives both their mean
+        np.testing.assert_allclose(logs[r]["history"]["loss"], np.mean([loss[0], loss[2]], axis=0), rtol=1e-6)
+    np.testing.assert_allclose(logs[1]["history"]["loss"], loss[1], rtol=1e-6)  # alone in its set: unchanged
+    for name in ("set02", "set1"):  # each set's first rank wrote its own folder
+        found = CheckpointStore(ckpt / name).latest()
+        assert found is not None and found[0].epoch == 2, name

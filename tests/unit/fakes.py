@@ -38,7 +38,7 @@ class DictOps:
         self.lr = snapshot["lr"]
         self.momentum = snapshot["momentum"]
 
-    def broadcast_state(self, root_rank: int) -> None:
+    def broadcast_state(self, root_rank: int, process_set: Any = None) -> None:
         pass
 
     def dump(self, obj: Any, f: Any) -> None:
