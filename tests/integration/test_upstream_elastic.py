@@ -16,13 +16,17 @@ The copy's changes, each asserted to match exactly once:
 - ``elastic_tensorflow2_main.py``'s reset callback: ``optimizer.lr.assign(`` -> ``optimizer.learning_rate
   .assign(``. Forced by Keras 3 (TF 2.16+'s ``tf.optimizers``), whose optimizers have no ``lr`` alias: without
   it every scenario with a reset fails with "AttributeError: 'SGD' object has no attribute 'lr'" (5 of the 6
-  that run), with the hvdkit module and with the raw one alike.
+  that run). (The raw ``horovod.tensorflow`` never gets that far on Keras 3: its ``TensorFlowKerasState``
+  calls ``optimizer.variables()``, a list in Keras 3, and fails when the state is created.)
 - a one-line ``mock`` module maps the ``mock`` backport onto ``unittest.mock``.
 
 Skipped by upstream itself, and left so (``skipTest`` in upstream's files, with these reasons): in both files
 ``test_all_hosts_blacklisted`` and ``test_min_hosts_timeout`` (horovod/horovod#2030); in the torch file also
 ``test_single_rank_failure`` and ``test_fault_tolerance_without_scaling`` (horovod/horovod#2908). The
-TensorFlow 2 file runs those two.
+TensorFlow 2 file runs those two. (Run once with the skips removed, through hvdkit: the torch
+``test_single_rank_failure``, ``test_fault_tolerance_without_scaling`` and ``test_all_hosts_blacklisted``, and
+the TF2 ``test_all_hosts_blacklisted`` passed; ``test_min_hosts_timeout`` cannot run: it calls
+``self._run(..., np=4)``, which ``_run`` does not accept, a TypeError in upstream's test code.)
 """
 
 import os
