@@ -14,7 +14,10 @@ def _sums() -> dict[str, str]:
 
 def test_vendored_files_match_their_recorded_checksums():
     sums = _sums()
-    assert {"parallel/test_torch.py", "parallel/test_tensorflow.py", "LICENSE"} <= set(sums)
+    assert {"parallel/test_torch.py", "parallel/test_tensorflow.py", "LICENSE",
+            "integration/elastic_common.py", "integration/test_elastic_torch.py",
+            "integration/test_elastic_tensorflow2.py", "integration/data/elastic_torch_main.py",
+            "integration/data/elastic_tensorflow2_main.py"} <= set(sums)
     for name, digest in sums.items():
         assert hashlib.sha256((VENDORED / name).read_bytes()).hexdigest() == digest, name
 
