@@ -39,15 +39,19 @@ def main() -> None:
     p.add_argument("--warmup-epochs", type=float, default=1)
     p.add_argument("--commit-every", type=int, default=10, help="steps between in-memory commits")
     p.add_argument("--checkpoint-dir", help="resume a whole-job restart from here")
+    p.add_argument("--precision", choices=["float32", "mixed_float16", "mixed_bfloat16"], default="float32",
+                   help="Keras mixed-precision policy (mixed_float16: hk.DistributedOptimizer adds a loss scale "
+                        "on which all ranks agree)")
     args = p.parse_args()
 
     hk.init()
     import keras
 
+    keras.mixed_precision.set_global_policy(args.precision)
     keras.utils.set_random_seed(0)  # the same initial weights on every worker (the first sync also broadcasts)
     x_tr, y_tr, x_val, y_val = _digits.load()
     model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu"),
-                              keras.layers.Dense(10)])
+                              keras.layers.Dense(10, dtype="float32")])  # float32 logits under mixed precision
     model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(args.lr * hk.size(), momentum=0.9)),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
     callbacks = [LearningRateWarmup(warmup_epochs=args.warmup_epochs), MetricAverage(), MetricsLogger("-")]

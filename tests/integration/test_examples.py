@@ -48,14 +48,17 @@ def test_tensorflow_custom_loop_example_trains(tmp_path):
 
 @pytest.mark.parametrize("example", ["pytorch_elastic.py", "keras_elastic.py"])
 def test_elastic_example_under_elastic_local(tmp_path, example):
+    """The Keras one under mixed_float16 (fit_elastic with the loss-scaled optimizer; test_elastic.py covers
+    float32 elastic Keras in depth)."""
     import os
     import subprocess
     import sys
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    extra = ["--precision", "mixed_float16"] if example == "keras_elastic.py" else []
     proc = subprocess.run([sys.executable, "-m", "hvdkit", "elastic-local", "--np", "2", "--min-np", "1", "--dir",
                            str(tmp_path), "--", sys.executable, str(REPO / "examples" / example),
-                           "--epochs", "4"], capture_output=True, text=True, timeout=280, env=env,
+                           "--epochs", "4", *extra], capture_output=True, text=True, timeout=280, env=env,
                           start_new_session=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "hosts file (edit to remove/add hosts)" in proc.stderr
