@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
-# Build the CPU image (docker/cpu/Dockerfile) wherever a Docker engine runs, Docker Hub or not:
+# Build the CPU image (docker/cpu/Dockerfile), or with --cuda the CUDA image (docker/cuda/Dockerfile),
+# wherever a Docker engine runs, Docker Hub or not:
 #   docker/build.sh                        # -> hvdkit:cpu
+#   docker/build.sh --cuda                 # -> hvdkit:cuda (no GPU needed to build)
 #   HVDKIT_IMAGE=me/hvdkit:cpu docker/build.sh --no-cache
-# Extra arguments go to `docker build`.
+# Further arguments go to `docker build`.
 #
 # 1. The base (BASE_IMAGE): $HVDKIT_BASE_IMAGE if set; else python:3.11-slim-bookworm when the engine has
 #    it or Docker Hub answers; else the equivalent made by docker/base/debootstrap-base.sh from Debian's
 #    mirror (hvdkit/base:bookworm, made once, kept while its recipe is unchanged).
 # 2. The wheelhouse (docker/wheelhouse/, the build context's only generated part, git-ignored):
-#    - the '+cpu' torch wheel pinned in requirements/cpu.lock, fetched on this machine with its own pip
+#    - CPU image: the '+cpu' torch wheel pinned in requirements/cpu.lock, fetched on this machine with its own pip
 #      settings plus $HVDKIT_TORCH_INDEX (default: the PyTorch CPU index), as tests/integration/
 #      test_install.py does. If that fails, the image fetches it from TORCH_INDEX itself.
-#    - the host's cached patched Horovod wheels whose build inputs (Python, torch, TensorFlow, patches)
-#      are the image's; the image reuses one only if its full build key (MPI too) matches, else builds.
+#    - CPU image: the host's cached patched Horovod wheels whose build inputs (Python, torch, TensorFlow,
+#      patches) are the image's; the image reuses one only if its full build key (MPI too) matches, else
+#      builds. Both images: the host's Horovod sdist (checksum-checked again inside).
 #    - this machine's own CA certificates ($HVDKIT_BUILD_CA_CERTS, default /usr/local/share/ca-certificates),
 #      trusted by the builder stage only (a TLS-inspecting proxy on the way to PyPI).
-# Inside the image pip reads no configuration: PyPI, the PyTorch index and the wheelhouse only.
+# Inside the image pip reads no configuration: PyPI, the PyTorch CPU index (CPU image) and the wheelhouse
+# only.
 # The classic builder is used (DOCKER_BUILDKIT=0): BuildKit would need its frontend image from Docker Hub.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
-image=${HVDKIT_IMAGE:-hvdkit:cpu}
+variant=cpu
+if [ "${1:-}" = --cuda ]; then variant=cuda; shift; fi
+image=${HVDKIT_IMAGE:-hvdkit:$variant}
+dockerfile=docker/$variant/Dockerfile
 official=python:3.11-slim-bookworm
 local_base=hvdkit/base:bookworm
 torch_index=${HVDKIT_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
@@ -68,7 +75,7 @@ if compgen -G "$ca_dir/*.crt" >/dev/null; then
 fi
 have_all=1
 for p in "${pins[@]}"; do compgen -G "$wheelhouse/${p%%==*}-${p#*==}-cp311-*.whl" >/dev/null || have_all=0; done
-if ((${#pins[@]})) && [ "$have_all" = 0 ]; then
+if [ "$variant" = cpu ] && ((${#pins[@]})) && [ "$have_all" = 0 ]; then
   # The image is Python 3.11 on x86_64 Linux: ask for that wheel whatever this machine's Python is.
   if "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \
       --platform manylinux_2_28_x86_64 --extra-index-url "$torch_index" --timeout 20 -d "$wheelhouse" \
@@ -79,10 +86,11 @@ if ((${#pins[@]})) && [ "$have_all" = 0 ]; then
   fi
 fi
 # Host Horovod wheels built from the image's inputs (the image checks the whole key again).
-"$py" - "$repo" "$cache" "$wheelhouse/hvdkit-cache" <<'PY'
+"$py" - "$repo" "$cache" "$wheelhouse/hvdkit-cache" "$variant" <<'PY'
 import hashlib, json, os, re, shutil, sys
 from pathlib import Path
-repo, cache, dest = (Path(a) for a in sys.argv[1:])
+repo, cache, dest = (Path(a) for a in sys.argv[1:4])
+variant = sys.argv[4]
 
 
 def link_or_copy(src, dst):
@@ -98,7 +106,7 @@ pin = lambda name: next((f"{name}=={m.group(2)}" for m in re.finditer(r"^([A-Za-
 want = {"python": "cpython-3.11", "torch": pin("torch"), "tensorflow": pin("tensorflow-cpu"),
         "patches": {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
                     for p in sorted((repo / "hvdkit/buildtools/patches").glob("*.patch"))}}
-for inputs in sorted((cache / "horovod").glob("*/inputs.json")):
+for inputs in sorted((cache / "horovod").glob("*/inputs.json")) if variant == "cpu" else []:
     got = json.loads(inputs.read_text())
     if all(got.get(k) == v for k, v in want.items()):
         shutil.copytree(inputs.parent, dest / "horovod" / inputs.parent.name, copy_function=link_or_copy)
@@ -110,17 +118,18 @@ if sdist.is_file():
 PY
 
 # 3. Build
-say "DOCKER_BUILDKIT=0 docker build --build-arg BASE_IMAGE=$base -f docker/cpu/Dockerfile -t $image $*"
+args=(--build-arg "BASE_IMAGE=$base")
+[ "$variant" = cpu ] && args+=(--build-arg "TORCH_INDEX=$torch_index")
+say "DOCKER_BUILDKIT=0 docker build ${args[*]} -f $dockerfile -t $image $*"
 start=$(date +%s)
-DOCKER_BUILDKIT=0 docker build --build-arg "BASE_IMAGE=$base" --build-arg "TORCH_INDEX=$torch_index" \
-  -f "$repo/docker/cpu/Dockerfile" -t "$image" "$@" "$repo"
+DOCKER_BUILDKIT=0 docker build "${args[@]}" -f "$repo/$dockerfile" -t "$image" "$@" "$repo"
 # The builder stage gets a tag of its own (all cache hits now), so that it is the layer cache of the next
 # build; then the untagged hvdkit images earlier builds left behind go (no other image is touched).
 again=()
 for arg in "$@"; do case "$arg" in --no-cache|--no-cache=true|--pull|--pull=true) ;; *) again+=("$arg") ;; esac; done
-DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE_IMAGE=$base" --build-arg "TORCH_INDEX=$torch_index" \
-  -f "$repo/docker/cpu/Dockerfile" --target builder -t "$image-builder" "${again[@]}" "$repo" >/dev/null
-docker image prune -f --filter label=org.hvdkit.image=cpu >/dev/null
+DOCKER_BUILDKIT=0 docker build -q "${args[@]}" -f "$repo/$dockerfile" --target builder -t "$image-builder" \
+  "${again[@]}" "$repo" >/dev/null
+docker image prune -f --filter "label=org.hvdkit.image=$variant" >/dev/null
 size=$(docker image inspect --format '{{.Size}}' "$image")
 say "built $image from $base: docker build $(( $(date +%s) - start )) s, all $(( $(date +%s) - begin )) s;" \
   "$(( size / 1000000 )) MB"

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Checks too slow for CI's 60-minute budget, in one place. Run them all (no argument) or by name:
-#   scripts/slow-checks.sh [pythons] [upstream-tf]
+#   scripts/slow-checks.sh [pythons] [upstream-tf] [cuda-image]
 #   pythons      Horovod build + 2-process job on Python 3.12 and 3.13 (CI checks 3.13 only)
 #                (tests/integration/test_python_versions.py).
 #   upstream-tf  upstream Horovod v0.28.1's test_tensorflow.py through hvdkit.tensorflow at np=2, with
 #                nothing deselected (CI runs it with two Keras 3 artifacts deselected):
 #                scripts/upstream-tf-suite.sh.
+#   cuda-image   the CUDA image (docker/cuda/Dockerfile) built with docker/build.sh --cuda, and
+#                `hvdkit doctor` inside it reporting Horovod's NCCL operations; prints the image size
+#                and build time (no GPU needed): scripts/cuda-image-check.sh. Needs root (dockerd).
 # Each section prints its result; the script exits non-zero if any failed. It uses the same
 # environment as ./run.sh (bootstrapped first).
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 sections=("$@")
-((${#sections[@]})) || sections=(pythons upstream-tf)
+((${#sections[@]})) || sections=(pythons upstream-tf cuda-image)
 bash "$repo/scripts/bootstrap.sh" || exit 1
 HVDKIT_HOME=${HVDKIT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdkit}
 # shellcheck disable=SC1091
@@ -25,7 +28,8 @@ for s in "${sections[@]}"; do
     pythons) HVDKIT_TEST_PYTHONS="3.12 3.13" CI=true python -m pytest -q -p no:cacheprovider \
                tests/integration/test_python_versions.py ;;
     upstream-tf) bash "$repo/scripts/upstream-tf-suite.sh" ;;
-    *) echo "unknown section: $s (known: pythons upstream-tf)"; false ;;
+    cuda-image) bash "$repo/scripts/cuda-image-check.sh" ;;
+    *) echo "unknown section: $s (known: pythons upstream-tf cuda-image)"; false ;;
   esac
   rc=$?
   echo "=== $s: $([ $rc -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
