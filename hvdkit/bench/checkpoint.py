@@ -1,23 +1,31 @@
 """Checkpoint save/restore throughput: hvdkit's atomic, checksummed store vs plain torch.save/torch.load.
 
-In-process, one rank, same model, same disk. hvdkit's save = serialise the snapshot straight into a
-temporary file through a checksumming writer, fsync, rename, and the manifest; restore = read,
-verify the checksum, deserialise. Deleting the checkpoint beyond ``keep`` runs on a background
-thread and is not timed (in training it overlaps the next epoch). ``torch.save`` overwrites one
-file (no fsync, not atomic) and ``torch.load`` reads it.
+In-process, one rank, same model, same disk, the two alternating in rounds (A B, B A, ...).
+hvdkit's save = serialise the snapshot straight into a temporary file through a checksumming
+writer, fsync, rename, and the manifest; restore = read, verify the checksum, deserialise.
+Deleting the checkpoint beyond ``keep`` runs on a background thread and is not timed (in training
+it overlaps the next epoch). ``torch.save`` overwrites one file (no fsync, not atomic) and
+``torch.load`` reads it.
 """
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from hvdkit.bench.rounds import order
+from hvdkit.bench.stats import median, ratios
 
-def run(megabytes: int = 256, repeats: int = 3, directory: str | None = None) -> dict:
-    """Time hvdkit's checkpoint save/restore against plain torch.save/torch.load; return the results."""
+
+def run(megabytes: int = 256, rounds: int = 9, directory: str | None = None) -> dict:
+    """Time hvdkit's checkpoint save/restore against plain torch.save/torch.load in alternating rounds.
+
+    A round saves and restores once with each, in ``hvdkit.bench.rounds.order`` (torch first on even
+    rounds, hvdkit first on odd ones); the ratios are per round (torch's time / hvdkit's time, i.e.
+    hvdkit's throughput relative to torch's), with their median and IQR.
+    """
     import torch
 
     from hvdkit.core.checkpoint_store import CheckpointStore
@@ -33,16 +41,18 @@ def run(megabytes: int = 256, repeats: int = 3, directory: str | None = None) ->
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         plain = Path(tmp) / "plain.pt"
         store = CheckpointStore(Path(tmp) / "store", keep=1)
-        for i in range(repeats):
+
+        def plain_round(i: int) -> None:
             t0 = time.perf_counter()
             torch.save(ops.capture(), plain)
             res["torch_save"].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             torch.load(plain, weights_only=False)
             res["torch_load"].append(time.perf_counter() - t0)
+
+        def hvdkit_round(i: int) -> None:
             # Both paths replace the previous checkpoint each time: torch.save overwrites
             # plain.pt, the store (keep=1) prunes the older one after writing the new one.
-
             t0 = time.perf_counter()
             snap = ops.capture()
 
@@ -59,10 +69,15 @@ def run(megabytes: int = 256, repeats: int = 3, directory: str | None = None) ->
             assert found is not None
             ops.loads(found[1])
             res["hvdkit_load"].append(time.perf_counter() - t0)
-    med = {k: statistics.median(v) for k, v in res.items()}
+
+        for i in range(rounds):
+            for fn in order((plain_round, hvdkit_round), i):
+                fn(i)
+    med = {k: median(v) for k, v in res.items()}
     mb = nbytes / 1e6
-    return {"model_mb": mb, "seconds": med, "mb_per_s": {k: mb / v for k, v in med.items()},
-            "save_ratio": med["torch_save"] / med["hvdkit_save"], "load_ratio": med["torch_load"] / med["hvdkit_load"]}
+    return {"model_mb": mb, "rounds": rounds, "seconds": med, "mb_per_s": {k: mb / v for k, v in med.items()},
+            "save_ratios": ratios(res["torch_save"], res["hvdkit_save"]),
+            "load_ratios": ratios(res["torch_load"], res["hvdkit_load"]), "times": res}
 
 
 def stall(megabytes: int = 256, rounds: int = 5, steps: int = 12, directory: str | None = None) -> dict:
@@ -76,7 +91,7 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = 12, directory: str
     the wait for that write to be durable after the last step. As in the callback, the snapshot is
     staged (``capture_staged``: host buffers reused from the previous round's save, parameters copied
     while the next step's forward and backward run). The stall of a save is the round's time minus the
-    no-save time; the result is the median over rounds, with the interquartile range.
+    no-save time; ``async_over_blocking`` holds the per-round ratios of the two stalls.
     """
     import os
 
@@ -118,8 +133,7 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = 12, directory: str
 
         step()  # warm-up
         for r in range(rounds):
-            order = ["none", "blocking", "async"] if r % 2 == 0 else ["async", "blocking", "none"]
-            for mode in order:
+            for mode in order(["none", "blocking", "async"], r):
                 t0 = time.perf_counter()
                 for s in range(steps):
                     if s == 0 and mode == "blocking":
@@ -131,9 +145,6 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = 12, directory: str
                 times[mode].append(time.perf_counter() - t0)
                 store.flush()
     stalls = {m: [t - n for t, n in zip(times[m], times["none"])] for m in ("blocking", "async")}
-    ratios = sorted(a / b for a, b in zip(stalls["async"], stalls["blocking"]))
-    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     return {"model_mb": side * side * 4 / 1e6, "rounds": rounds, "steps": steps,
-            "step_s": statistics.median(times["none"]) / steps,
-            "stall_s": {m: statistics.median(v) for m, v in stalls.items()},
-            "async_over_blocking": statistics.median(ratios), "iqr": [q[0], q[2]]}
+            "step_s": median(times["none"]) / steps, "stall_s": {m: median(v) for m, v in stalls.items()},
+            "async_over_blocking": ratios(stalls["async"], stalls["blocking"])}

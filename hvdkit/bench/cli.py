@@ -20,6 +20,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("suites", nargs="*", default=["all"], help=f"any of {', '.join(SUITES)}, or all (default)")
     p.add_argument("--out", default="bench-results", help="folder for results.json, plots and report.md")
     p.add_argument("--quick", action="store_true", help="smaller sizes and fewer steps (a smoke run)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="rounds of every comparison, the implementations alternating A B B A ... (default 5, "
+                        "with --quick 2; at least 2, so that each result has a spread); comparisons that alternate "
+                        "epochs or saves inside one job take 3x as many")
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -29,23 +33,33 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if bad:
         print(f"hvdkit bench: suites must be among {', '.join(SUITES)} or all, got {', '.join(bad)}", file=sys.stderr)
         return 2
+    rounds = args.rounds if args.rounds is not None else 2 if args.quick else 5
+    if rounds < 2:
+        print(f"hvdkit bench: --rounds must be at least 2 (a spread needs two rounds), got {rounds}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     suites: dict[str, Any] = {}
+    load: dict[str, Any] = {"before": report.load()}
     results: dict[str, Any] = {"date": dt.date.today().isoformat(), "machine": report.machine(),
                                "command": "hvdkit bench " + " ".join(shlex.quote(a) for a in argv),
-                               "suites": suites}
+                               "rounds": rounds, "load": load, "suites": suites}
 
     def log(msg: str) -> None:
         print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
     for name in chosen:
+        before = report.load()
+        log(f"{name}: load average {before['load1']:.2f} on {before['cpus']} CPUs")
         try:
-            suites[name] = SUITES[name](args.quick, log)
+            suites[name] = SUITES[name](args.quick, rounds, log)
         except BenchError as exc:
             print(f"hvdkit bench: suite {name} failed: {exc}", file=sys.stderr)
             return 1
+        suites[name]["load"] = {"before": before, "after": report.load()}
         (out / "results.json").write_text(json.dumps(results, indent=2))
+    load["after"] = report.load()
+    (out / "results.json").write_text(json.dumps(results, indent=2))
     report.print_tables(results)
     plots = report.plot(results, out)
     (out / "report.md").write_text(report.markdown(results, plots))

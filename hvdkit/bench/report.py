@@ -1,78 +1,133 @@
-"""Tables (rich), plots (matplotlib) and a markdown report from benchmark results."""
+"""Tables (rich), plots (matplotlib) and a markdown report from benchmark results.
+
+The tables are built once (``tables``) and rendered twice: to the terminal and to ``report.md``.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 import platform
+import time
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from hvdkit.bench.launch import Result
+from hvdkit.bench.stats import verdict
 from hvdkit.runtime.tuning import available_cores
 
-
-def _verdict(t: Result) -> str:
-    if t["goal"] is None or t["measured"] is None:
-        return "reported"
-    ok = t["measured"] <= t["goal"] if t.get("lower_is_better") else t["measured"] >= t["goal"]
-    return "met" if ok else "MISSED"
+#: A table: its title, column names and rows of cells.
+Table = tuple[str, list[str], list[list[str]]]
 
 
 def targets(results: Result) -> list[Result]:
-    """Each target's measured value, goal and verdict from the suites' results."""
-    return [dict(t, verdict=_verdict(t)) for suite in results["suites"].values() for t in suite.get("targets", [])]
+    """Each target's median, IQR, goal and verdict from the suites' results."""
+    return [dict(t, verdict=verdict(t["measured"], t.get("iqr"), t["goal"], t.get("lower_is_better", False)))
+            for suite in results["suites"].values() for t in suite.get("targets", [])]
 
 
 def _human(nbytes: int) -> str:
     return f"{nbytes // (1 << 20)} MiB" if nbytes >= 1 << 20 else f"{nbytes // 1024} KiB"
 
 
-def print_tables(results: Result) -> None:
-    """Print one table per suite and the targets to the terminal."""
-    from rich.console import Console
-    from rich.table import Table
+def _iqr(q: list[float] | None, fmt: str = ".3f") -> str:
+    return "-" if q is None else f"{q[0]:{fmt}}-{q[1]:{fmt}}"
 
-    con = Console()
+
+def _with_iqr(s: Result, fmt: str = ".2f") -> str:
+    return f"{s['median']:{fmt}} ({_iqr(s['iqr'], fmt)})"
+
+
+def _goal(t: Result) -> str:
+    return "-" if t["goal"] is None else f"{'<=' if t.get('lower_is_better') else '>='} {t['goal']:g}"
+
+
+def _load_rows(results: Result) -> list[list[str]]:
+    def cells(w: str, load: Result) -> list[str]:
+        return [w, f"{load['before']['load1']:.2f}", f"{load['after']['load1']:.2f}", str(load["before"]["cpus"]),
+                f"{(load['after']['t'] - load['before']['t']) / 60:.1f}"]
+
+    rows = [cells(name, s["load"]) for name, s in results["suites"].items() if "load" in s]
+    if "after" in results.get("load", {}):
+        rows.append(cells("whole run", results["load"]))
+    return rows
+
+
+def tables(results: Result) -> list[Table]:
+    """Every table of the report: targets, machine load, and one or more per suite."""
     suites = results["suites"]
+    out: list[Table] = []
+    out.append(("Targets: median of the per-round values, IQR, rounds", ["target", "goal", "median", "IQR", "rounds",
+                                                                         "verdict"],
+                [[t["target"], _goal(t), "-" if t["measured"] is None else f"{t['measured']:.3f}",
+                  _iqr(t.get("iqr")), str(t.get("rounds", "-")), t["verdict"]] for t in targets(results)]))
+    if _load_rows(results):
+        out.append(("Load average (1 minute) before and after", ["suite", "load before", "load after", "CPUs",
+                                                                 "minutes"], _load_rows(results)))
     if "allreduce" in suites:
-        rows = suites["allreduce"]["rows"]
-        t = Table(title="Allreduce bus bandwidth, GB/s (2 processes)")
-        t.add_column("size")
-        for name in rows:
-            t.add_column(name, justify="right")
-        t.add_column("hvdkit / horovod", justify="right")
-        t.add_column("hvdkit / torch gloo", justify="right")
-        for i, r in enumerate(suites["allreduce"]["ratios"]):
-            t.add_row(_human(r["bytes"]), *[f"{rows[n][i]['busbw_gbps']:.2f}" for n in rows],
-                      f"{r['vs_horovod']:.2f}", f"{r['vs_torch_gloo']:.2f}")
-        con.print(t)
+        rows, ratios = suites["allreduce"]["rows"], suites["allreduce"]["ratios"]
+        out.append(("Allreduce bus bandwidth, GB/s (2 processes), medians over rounds; ratios: median (IQR)",
+                    ["size", *rows, "hvdkit / horovod", "hvdkit / torch gloo", "fp16 compression vs none"],
+                    [[_human(r["bytes"]), *[f"{rows[n][i]['busbw_gbps']:.2f}" for n in rows],
+                      _with_iqr(r["vs_horovod"]), _with_iqr(r["vs_torch_gloo"]), _with_iqr(r["fp16_vs_none"])]
+                     for i, r in enumerate(ratios)]))
     for key in ("throughput", "keras"):
         if key in suites:
-            t = Table(title=f"Training throughput ({key})")
-            for c in ("run", "samples/s", "ms/step"):
-                t.add_column(c, justify="right" if c != "run" else "left")
-            for name, r in suites[key]["runs"].items():
-                t.add_row(name, f"{r['samples_per_s']:.0f}", f"{r['ms_per_step']:.1f}")
-            con.print(t)
+            out.append((f"Training throughput ({key}), medians over rounds",
+                        ["run", "samples/s", "ms/step", "ms/step IQR"],
+                        [[n, f"{r['samples_per_s']:.0f}", f"{r['ms_per_step']:.1f}", _iqr(r["ms_per_step_iqr"], ".1f")]
+                         for n, r in suites[key]["runs"].items()]))
     if "paired" in suites.get("throughput", {}):
-        t = Table(title="Adapter overhead, paired epochs in one job (hvdkit Trainer vs raw Horovod loop)")
-        for c in ("model", "hvdkit ms/step", "raw ms/step", "us/step", "ratio median", "ratio IQR"):
-            t.add_column(c, justify="right" if c != "model" else "left")
-        for name, r in suites["throughput"]["paired"].items():
-            t.add_row(*_paired_row(name, r))
-        con.print(t)
+        out.append(("Adapter overhead, epochs alternating in one job (hvdkit Trainer vs raw Horovod loop)",
+                    ["model", "hvdkit ms/step", "raw ms/step", "us/step", "ratio median", "ratio IQR"],
+                    [_paired_row(n, r) for n, r in suites["throughput"]["paired"].items()]))
     if "checkpoint" in suites:
         r = suites["checkpoint"]["result"]
-        t = Table(title=f"Checkpoint, {r['model_mb']:.0f} MB model (MB/s)")
-        for c in ("torch.save", "hvdkit save", "torch.load", "hvdkit restore"):
-            t.add_column(c, justify="right")
         m = r["mb_per_s"]
-        t.add_row(*(f"{m[k]:.0f}" for k in ("torch_save", "hvdkit_save", "torch_load", "hvdkit_load")))
+        out.append((f"Checkpoint, {r['model_mb']:.0f} MB model, MB/s (median of {r['rounds']} alternating rounds)",
+                    ["torch.save", "hvdkit save", "torch.load", "hvdkit restore"],
+                    [[f"{m[k]:.0f}" for k in ("torch_save", "hvdkit_save", "torch_load", "hvdkit_load")]]))
+    if "precision" in suites:
+        r = suites["precision"]["result"]
+        out.append(("Precision, epochs alternating in one 2-process job", ["fp32 ms/step", "bf16 ms/step"],
+                    [[f"{r['ms_per_step']['fp32']:.1f}", f"{r['ms_per_step']['bf16']:.1f}"]]))
+    return out
+
+
+def _paired_row(name: str, r: Result) -> list[str]:
+    ms, q = r["ms_per_step"], r["ratio_quartiles"]
+    return [name, f"{ms['hvdkit']:.3f}", f"{ms['horovod']:.3f}", f"{r['overhead_us_per_step']:+.0f}",
+            f"{r['ratio_median']:.3f}", _iqr(q)]
+
+
+def print_tables(results: Result) -> None:
+    """Print the tables to the terminal, the targets last."""
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    con = Console()
+    con.print(f"{results['machine']}; {results['rounds']} rounds")
+    made = tables(results)
+    for title, header, rows in [*made[1:], made[0]]:
+        t = RichTable(title=title)
+        for i, c in enumerate(header):
+            t.add_column(c, justify="left" if i == 0 else "right")
+        for row in rows:
+            t.add_row(*row)
         con.print(t)
-    t = Table(title="Targets (measured ratios, this run)")
-    for c in ("target", "measured", "verdict"):
-        t.add_column(c)
-    for tg in targets(results):
-        t.add_row(tg["target"], "-" if tg["measured"] is None else f"{tg['measured']:.3f}", tg["verdict"])
-    con.print(t)
+
+
+def markdown(results: Result, plots: list[Path]) -> str:
+    """The results as a Markdown report."""
+    lines = [f"Measured {results['date']} on {results['machine']}.", "",
+             f"Command: `{results['command']}` ({results['rounds']} rounds; the implementations of each comparison "
+             "alternate A B B A ...; a verdict is met or missed only when the whole IQR is on one side of the goal)."]
+    for title, header, rows in tables(results):
+        lines += ["", f"{title}:", "", "| " + " | ".join(header) + " |", "| --- " * len(header) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines += [""] + [f"![{p.stem}]({p.name})" for p in plots]
+    return "\n".join(lines) + "\n"
 
 
 def plot(results: Result, out: Path) -> list[Path]:
@@ -90,7 +145,7 @@ def plot(results: Result, out: Path) -> list[Path]:
             ax.plot([r["bytes"] for r in rows], [r["busbw_gbps"] for r in rows], marker="o", label=name)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("buffer size (bytes)")
-        ax.set_ylabel("bus bandwidth (GB/s)")
+        ax.set_ylabel("bus bandwidth (GB/s), median over rounds")
         ax.set_title("Allreduce, 2 processes, float32")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
@@ -107,7 +162,7 @@ def plot(results: Result, out: Path) -> list[Path]:
         names = list(runs)
         ax.barh(names, [runs[n] for n in names], color=["tab:blue" if "hvdkit" in n else "tab:gray" for n in names])
         ax.invert_yaxis()
-        ax.set_xlabel("samples/s (all processes)")
+        ax.set_xlabel("samples/s (all processes), median over rounds")
         ax.set_title("Training throughput, compute-bound MLP (hvdkit in blue)")
         for i, n in enumerate(names):
             ax.text(runs[n], i, f" {runs[n]:.0f}", va="center", fontsize=8)
@@ -118,52 +173,37 @@ def plot(results: Result, out: Path) -> list[Path]:
     return made
 
 
-def _paired_row(name: str, r: Result) -> list[str]:
-    ms, q = r["ms_per_step"], r["ratio_quartiles"]
-    return [name, f"{ms['hvdkit']:.3f}", f"{ms['horovod']:.3f}", f"{r['overhead_us_per_step']:+.0f}",
-            f"{r['ratio_median']:.3f}", f"{q[0]:.3f}-{q[1]:.3f}"]
+def load() -> dict[str, Any]:
+    """The machine's state now: 1-minute load average, CPU count, wall time (and a monotonic clock)."""
+    return {"load1": os.getloadavg()[0], "cpus": os.cpu_count(), "at": dt.datetime.now().isoformat(timespec="seconds"),
+            "t": time.monotonic()}
 
 
-def markdown(results: Result, plots: list[Path]) -> str:
-    """The results as a Markdown report."""
-    lines = [f"Measured {results['date']} on {results['machine']}.", "", f"Command: `{results['command']}`", ""]
-    lines += ["| target | measured | verdict |", "| --- | --- | --- |"]
-    for tg in targets(results):
-        m = "-" if tg["measured"] is None else f"{tg['measured']:.3f}"
-        lines.append(f"| {tg['target']} | {m} | {tg['verdict']} |")
-    suites = results["suites"]
-    if "allreduce" in suites:
-        rows = suites["allreduce"]["rows"]
-        lines += ["", "Allreduce bus bandwidth (GB/s), 2 processes:", "",
-                  "| size | " + " | ".join(rows) + " | hvdkit / horovod | hvdkit / torch gloo |",
-                  "| --- " * (len(rows) + 3) + "|"]
-        for i, r in enumerate(suites["allreduce"]["ratios"]):
-            cells = [f"{rows[n][i]['busbw_gbps']:.2f}" for n in rows]
-            ratios = f" | {r['vs_horovod']:.2f} | {r['vs_torch_gloo']:.2f} |"
-            lines.append(f"| {_human(r['bytes'])} | " + " | ".join(cells) + ratios)
-    for key in ("throughput", "keras"):
-        if key in suites:
-            lines += ["", f"Training throughput ({key}):", "", "| run | samples/s | ms/step |", "| --- | --- | --- |"]
-            for n, r in suites[key]["runs"].items():
-                lines.append(f"| {n} | {r['samples_per_s']:.0f} | {r['ms_per_step']:.1f} |")
-    if "paired" in suites.get("throughput", {}):
-        lines += ["", "Adapter overhead, paired epochs in one job (hvdkit Trainer vs raw Horovod loop):", "",
-                  "| model | hvdkit ms/step | raw ms/step | us/step | ratio median | ratio IQR |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        for name, r in suites["throughput"]["paired"].items():
-            lines.append("| " + " | ".join(_paired_row(name, r)) + " |")
-    if "checkpoint" in suites:
-        r = suites["checkpoint"]["result"]
-        m = r["mb_per_s"]
-        lines += ["", f"Checkpoint, {r['model_mb']:.0f} MB model, MB/s (median of 3):", "",
-                  "| torch.save | hvdkit save | torch.load | hvdkit restore |", "| --- | --- | --- | --- |",
-                  "| " + " | ".join(f"{m[k]:.0f}" for k in ("torch_save", "hvdkit_save", "torch_load",
-                                                             "hvdkit_load")) + " |"]
-    lines += [""] + [f"![{p.stem}]({p.name})" for p in plots]
-    return "\n".join(lines) + "\n"
+def _cpu_and_memory() -> str:
+    model, mem = "", ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+        with open("/proc/meminfo") as f:
+            kib = next((int(ln.split()[1]) for ln in f if ln.startswith("MemTotal")), 0)
+        mem = f"{kib / (1 << 20):.0f} GiB" if kib else ""
+    except OSError:
+        pass
+    return ", ".join(x for x in (model, mem) if x)
+
+
+def _versions() -> str:
+    found = []
+    for dist in ("torch", "tensorflow", "tensorflow-cpu", "keras", "horovod"):
+        try:
+            found.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return ", ".join(found)
 
 
 def machine() -> str:
     """Facts about this machine recorded beside the results."""
+    extra = "; ".join(x for x in (_cpu_and_memory(), _versions()) if x)
     return (f"{platform.node() or 'host'}: {available_cores()} cores, {platform.machine()}, "
-            f"Python {platform.python_version()}")
+            f"Python {platform.python_version()}" + (f" ({extra})" if extra else ""))

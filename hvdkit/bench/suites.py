@@ -1,10 +1,23 @@
-"""The benchmark suites: what runs, and the measured ratios against each target."""
+"""The benchmark suites: what runs, in which rounds, and the per-round values judged against each target.
+
+Every comparison runs interleaved in rounds (``hvdkit.bench.rounds``, A B B A ...): implementations
+that can share a process alternate inside one job (the paired workers), the others alternate as short
+jobs (``alternate``). Each target is the median of its per-round values with their IQR
+(``hvdkit.bench.stats``); a target whose IQR contains the goal is reported as unclear, not met or missed.
+
+``rounds`` counts the rounds of alternating jobs and of the in-job allreduce and checkpoint-stall
+comparisons; the comparisons that alternate single epochs or single saves inside one job (adapter
+overhead, precision, checkpoint save/restore) take ``3 * rounds``, since a round there costs seconds.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import partial
 
 from hvdkit.bench.launch import Result, run_worker
+from hvdkit.bench.rounds import alternate
+from hvdkit.bench.stats import median, quartiles, ratios, summary, target
 
 AR = "hvdkit.bench.workers.allreduce"
 TT = "hvdkit.bench.workers.train_torch"
@@ -12,132 +25,170 @@ TK = "hvdkit.bench.workers.train_keras"
 AO = "hvdkit.bench.workers.adapter_overhead"
 PR = "hvdkit.bench.workers.precision"
 
+Log = Callable[[str], None]
 
 
-def allreduce(quick: bool, log: Callable[[str], None]) -> Result:
+def in_job_rounds(rounds: int) -> int:
+    """Rounds of the comparisons that alternate epochs or saves inside one job."""
+    return 3 * rounds
+
+
+def _prefixed(log: Log, suite: str) -> Log:
+    return lambda msg: log(f"{suite}: {msg}")
+
+
+def _runs(per: Mapping[str, list[Result]]) -> dict[str, Result]:
+    """Each training job's median samples/s and ms/step over its rounds, and the per-round results."""
+    out = {}
+    for name, jobs in per.items():
+        ms = [j["ms_per_step"] for j in jobs]
+        out[name] = {"samples_per_s": median([j["samples_per_s"] for j in jobs]), "ms_per_step": median(ms),
+                     "ms_per_step_iqr": quartiles(ms), "rounds": jobs}
+    return out
+
+
+def _sps(per: Mapping[str, list[Result]], name: str) -> list[float]:
+    return [j["samples_per_s"] for j in per[name]]
+
+
+def allreduce(quick: bool, rounds: int, log: Log) -> Result:
     """Allreduce bandwidth of hvdkit, raw Horovod, torch.distributed and mpi4py over the message sizes."""
-    args = ["--max-mib", "16" if quick else "256"]
-    runs = {
+    log = _prefixed(log, "allreduce")
+    sizes = ["--max-mib", "16" if quick else "256"]
+    launch = {
         "hvdkit (MPI, hvdkit defaults)": ("horovodrun", ["--impl", "hvdkit"]),
         "horovod (MPI)": ("horovodrun", ["--impl", "horovod"]),
         "horovod (Gloo)": ("horovodrun-gloo", ["--impl", "horovod"]),
         "torch.distributed (gloo)": ("torchrun", ["--impl", "torch_gloo"]),
         "mpi4py (Open MPI)": ("mpirun", ["--impl", "mpi4py"]),
     }
-    out: Result = {}
-    for name, (launcher, a) in runs.items():
-        log(f"allreduce: {name}")
-        out[name] = run_worker(launcher, 2, AR, [*a, *args])["rows"]
-    log("allreduce: hvdkit fp16 compression vs none (paired in one job)")
-    paired = run_worker("horovodrun", 2, AR, ["--impl", "hvdkit", "--paired-fp16", *args])
-    out["hvdkit (MPI, fp16 compression)"] = paired["rows_fp16"]
-    ours, raw, gloo = out["hvdkit (MPI, hvdkit defaults)"], out["horovod (MPI)"], out["torch.distributed (gloo)"]
-    ratios = [{"bytes": a["bytes"], "vs_horovod": a["busbw_gbps"] / b["busbw_gbps"],
-               "vs_torch_gloo": a["busbw_gbps"] / c["busbw_gbps"],
-               "fp16_vs_none": f["busbw_gbps"] / n["busbw_gbps"]}
-              for a, b, c, n, f in zip(ours, raw, gloo, paired["rows"], paired["rows_fp16"])]
-    big = [r["vs_torch_gloo"] for r in ratios if r["bytes"] >= 1 << 20]
-    fp16_big = [r["fp16_vs_none"] for r in ratios if r["bytes"] >= 1 << 20]
-    return {"rows": out, "ratios": ratios, "targets": [
-        {"target": "allreduce bus bandwidth >= torch.distributed gloo for buffers >= 1 MiB",
-         "measured": min(big) if big else None, "goal": 1.0},
-        {"target": "fp16 compression vs none, float32-payload bus bandwidth, buffers >= 1 MiB (median; "
-                   "> 1 means compression helps)",
-         "measured": sorted(fp16_big)[len(fp16_big) // 2] if fp16_big else None, "goal": None}]}
+    # Each job times every size once (one burst per size); the rounds alternate the jobs.
+    jobs = {name: partial(run_worker, launcher, 2, AR, [*a, *sizes, "--rounds", "1"])
+            for name, (launcher, a) in launch.items()}
+    per, ran = alternate(jobs, rounds, log)
+    nbytes = [x["bytes"] for x in per["horovod (MPI)"][0]["rows"]]
+
+    def bw(name: str, i: int) -> list[float]:
+        return [job["rows"][i]["busbw_gbps"] for job in per[name]]
+
+    rows = {name: [{"bytes": b, "busbw_gbps": median(bw(name, i)), "busbw_iqr": quartiles(bw(name, i))}
+                   for i, b in enumerate(nbytes)] for name in launch}
+    log(f"hvdkit fp16 compression vs none, {rounds} rounds alternating in one job")
+    paired = run_worker("horovodrun", 2, AR, ["--impl", "hvdkit", "--paired-fp16", *sizes, "--rounds", str(rounds)])
+    fp16 = [r["busbw_rounds"] for r in paired["rows_fp16"]]
+    none = [r["busbw_rounds"] for r in paired["rows"]]
+    rows["hvdkit (MPI, fp16 compression)"] = [{"bytes": b, "busbw_gbps": median(f), "busbw_iqr": quartiles(f)}
+                                              for b, f in zip(nbytes, fp16)]
+    ours, raw, gloo = "hvdkit (MPI, hvdkit defaults)", "horovod (MPI)", "torch.distributed (gloo)"
+    table = [{"bytes": b, "vs_horovod": summary(ratios(bw(ours, i), bw(raw, i))),
+              "vs_torch_gloo": summary(ratios(bw(ours, i), bw(gloo, i))),
+              "fp16_vs_none": summary(ratios(fp16[i], none[i]))} for i, b in enumerate(nbytes)]
+    big = [i for i, b in enumerate(nbytes) if b >= 1 << 20]
+
+    def worst(key: str) -> list[float]:  # per round, the lowest ratio over the buffers >= 1 MiB
+        return [min(table[i][key]["values"][r] for i in big) for r in range(len(table[0][key]["values"]))]
+
+    def mid(key: str) -> list[float]:  # per round, the median ratio over the buffers >= 1 MiB
+        return [median([table[i][key]["values"][r] for i in big]) for r in range(len(table[0][key]["values"]))]
+
+    targets = [] if not big else [
+        target("allreduce bus bandwidth >= torch.distributed gloo for buffers >= 1 MiB (per round, the worst "
+               "buffer size)", worst("vs_torch_gloo"), 1.0),
+        target("hvdkit vs raw Horovod (MPI, its defaults) bus bandwidth, buffers >= 1 MiB (per round, the worst "
+               "buffer size; reported)", worst("vs_horovod"), None),
+        target("fp16 compression vs none, float32-payload bus bandwidth, buffers >= 1 MiB (per round, the median "
+               "over sizes; > 1 means compression helps; reported)", mid("fp16_vs_none"), None)]
+    return {"rows": rows, "ratios": table, "order": ran, "targets": targets}
 
 
-def throughput(quick: bool, log: Callable[[str], None]) -> Result:
-    """Training throughput: hvdkit's Trainer at 1 and 2 processes, raw Horovod, DDP, and the paired adapter
-    overhead."""
-    steps = ["--steps", "10" if quick else "30", "--epochs", "3" if quick else "4"]
-    runs = {
-        "hvdkit 1 proc x 1 thread": ("horovodrun", 1, ["--impl", "hvdkit"], {"HVDKIT_THREADS": "1"}, False),
-        "hvdkit 1 proc x all cores": ("horovodrun", 1, ["--impl", "hvdkit"], {}, False),
-        "hvdkit 2 procs": ("horovodrun", 2, ["--impl", "hvdkit"], {}, False),
-        "horovod loop 2 procs (Horovod defaults)": ("horovodrun", 2, ["--impl", "horovod"], {}, False),
-        "horovod loop 2 procs (hvdkit's runtime settings)": ("horovodrun", 2, ["--impl", "horovod"], {}, True),
-        "PyTorch DDP (gloo) 2 procs": ("torchrun", 2, ["--impl", "ddp"], {}, False),
+def throughput(quick: bool, rounds: int, log: Log) -> Result:
+    """Training throughput: hvdkit's Trainer at 1 and 2 processes, raw Horovod with its defaults and DDP in
+    alternating jobs; the adapter overhead paired inside one job."""
+    log = _prefixed(log, "throughput")
+    steps = ["--steps", "10" if quick else "20", "--epochs", "3" if quick else "4"]
+    launch: dict[str, tuple[str, int, list[str], dict[str, str]]] = {
+        "hvdkit 1 proc x 1 thread": ("horovodrun", 1, ["--impl", "hvdkit"], {"HVDKIT_THREADS": "1"}),
+        "hvdkit 1 proc x all cores": ("horovodrun", 1, ["--impl", "hvdkit"], {}),
+        "hvdkit 2 procs": ("horovodrun", 2, ["--impl", "hvdkit"], {}),
+        "horovod loop 2 procs (Horovod defaults)": ("horovodrun", 2, ["--impl", "horovod"], {}),
+        "PyTorch DDP (gloo) 2 procs": ("torchrun", 2, ["--impl", "ddp"], {}),
     }
-    res: Result = {}
-    for name, (launcher, np, a, env, tuned) in runs.items():
-        log(f"throughput: {name}")
-        res[name] = run_worker(launcher, np, TT, [*a, *steps], tuned=tuned, extra_env=env)
-    sps = {k: v["samples_per_s"] for k, v in res.items()}
-    ms = {k: v["ms_per_step"] for k, v in res.items()}
+    jobs = {name: partial(run_worker, launcher, np, TT, [*a, *steps], extra_env=env)
+            for name, (launcher, np, a, env) in launch.items()}
+    per, ran = alternate(jobs, rounds, log)
+    two = _sps(per, "hvdkit 2 procs")
     # Adapter overhead needs both in the same processes: separate jobs differ by more than 2 % by
     # themselves on this machine (docs/benchmarks.md, "timing modes").
-    log("throughput: adapter overhead, paired in one job (compute-bound model)")
-    paired = run_worker("horovodrun", 2, AO, ["--rounds", "6" if quick else "16"], tuned=True)
-    log("throughput: adapter overhead per step, paired, tiny model, 1 process")
-    tiny = run_worker("horovodrun", 1, AO, ["--rounds", "6" if quick else "20", "--inputs", "8", "--hidden", "8",
-                                            "--batch", "8", "--steps", "200"], tuned=True)
-    pairs = {"compute-bound model, 2 procs": paired, "tiny model, 1 proc": tiny}
-    return {"runs": res, "paired": pairs, "targets": [
-        {"target": "scaling efficiency 1 -> 2 processes, one core per worker (>= 0.90)",
-         "measured": sps["hvdkit 2 procs"] / (2 * sps["hvdkit 1 proc x 1 thread"]), "goal": 0.90},
-        {"target": "hvdkit (torch) 2 procs vs PyTorch DDP, samples/s (>= 1.0)",
-         "measured": sps["hvdkit 2 procs"] / sps["PyTorch DDP (gloo) 2 procs"], "goal": 1.0},
-        {"target": "adapter overhead: hvdkit Trainer vs raw Horovod loop, paired epochs in one 2-process job, "
-                   "median per-round ms ratio (<= 1.02)",
-         "measured": paired["ratio_median"], "goal": 1.02, "lower_is_better": True},
-        {"target": "adapter overhead, separate jobs (hvdkit 2 procs vs raw loop with hvdkit's runtime settings; "
-                   "sensitive to the machine's timing modes), ms/step (reported)",
-         "measured": ms["hvdkit 2 procs"] / ms["horovod loop 2 procs (hvdkit's runtime settings)"], "goal": None},
-        {"target": "adapter overhead per step in microseconds, tiny model, 1 process, paired (reported)",
-         "measured": tiny["overhead_us_per_step"], "goal": None},
-        {"target": "hvdkit 2 procs vs raw Horovod with its defaults, samples/s (>= 1.0)",
-         "measured": sps["hvdkit 2 procs"] / sps["horovod loop 2 procs (Horovod defaults)"], "goal": 1.0},
-    ]}
+    inner = str(in_job_rounds(rounds) + 1)  # the workers' first round is not timed
+    log(f"adapter overhead, {inner} rounds alternating epochs in one job (compute-bound model)")
+    paired = run_worker("horovodrun", 2, AO, ["--rounds", inner], tuned=True)
+    log(f"adapter overhead per step, {inner} rounds alternating epochs in one job, tiny model, 1 process")
+    tiny = run_worker("horovodrun", 1, AO, ["--rounds", inner, "--inputs", "8", "--hidden", "8", "--batch", "8",
+                                            "--steps", "200"], tuned=True)
+    tiny_us = [(a - b) / tiny["steps"] * 1e6
+               for a, b in zip(tiny["epoch_times"]["hvdkit"][1:], tiny["epoch_times"]["horovod"][1:])]
+    return {"runs": _runs(per), "order": ran, "paired": {"compute-bound model, 2 procs": paired,
+                                                          "tiny model, 1 proc": tiny}, "targets": [
+        target("scaling efficiency 1 -> 2 processes, one core per worker",
+               [b / (2 * a) for a, b in zip(_sps(per, "hvdkit 1 proc x 1 thread"), two)], 0.90),
+        target("hvdkit (torch) 2 procs vs PyTorch DDP, samples/s", ratios(two, _sps(per, "PyTorch DDP (gloo) 2 procs")),
+               1.0),
+        target("hvdkit 2 procs vs raw Horovod with its defaults, samples/s",
+               ratios(two, _sps(per, "horovod loop 2 procs (Horovod defaults)")), 1.0),
+        target("adapter overhead: hvdkit Trainer vs raw Horovod loop, same runtime settings, epochs alternating in "
+               "one 2-process job, ms ratio", paired["ratios"], 1.02, lower_is_better=True),
+        target("adapter overhead per step in microseconds, tiny model, 1 process, epochs alternating in one job "
+               "(reported)", tiny_us, None)]}
 
 
-def keras(quick: bool, log: Callable[[str], None]) -> Result:
-    """Keras ``model.fit`` and an hvdkit tape loop against MultiWorkerMirroredStrategy."""
-    steps = ["--steps", "10" if quick else "30", "--epochs", "3" if quick else "4"]
-    res = {}
-    log("keras: hvdkit.keras model.fit 2 procs")
-    res["hvdkit.keras model.fit 2 procs"] = run_worker("horovodrun", 2, TK, ["--impl", "hvdkit", *steps])
-    log("keras: hvdkit.tensorflow tape loop 2 procs")
-    res["hvdkit.tensorflow tape loop 2 procs"] = run_worker("horovodrun", 2, TK, ["--impl", "hvdkit_tape", *steps])
-    log("keras: MultiWorkerMirroredStrategy loop 2 workers")
-    res["MultiWorkerMirroredStrategy loop 2 workers"] = run_worker("tf_config", 2, TK, ["--impl", "mwms", *steps])
-    fit, tape = res["hvdkit.keras model.fit 2 procs"], res["hvdkit.tensorflow tape loop 2 procs"]
-    mwms = res["MultiWorkerMirroredStrategy loop 2 workers"]
-    return {"runs": res, "targets": [
-        {"target": "hvdkit (Keras model.fit) vs MultiWorkerMirroredStrategy (custom loop; Keras 3 fit fails "
-                   "under MWMS), samples/s (>= 1.0)",
-         "measured": fit["samples_per_s"] / mwms["samples_per_s"], "goal": 1.0},
-        {"target": "hvdkit tape loop vs MultiWorkerMirroredStrategy, same loop, samples/s (>= 1.0)",
-         "measured": tape["samples_per_s"] / mwms["samples_per_s"], "goal": 1.0}]}
+def keras(quick: bool, rounds: int, log: Log) -> Result:
+    """Keras ``model.fit`` and an hvdkit tape loop against MultiWorkerMirroredStrategy, alternating jobs."""
+    log = _prefixed(log, "keras")
+    steps = ["--steps", "10" if quick else "20", "--epochs", "3" if quick else "4"]
+    fit, tape, mwms = ("hvdkit.keras model.fit 2 procs", "hvdkit.tensorflow tape loop 2 procs",
+                       "MultiWorkerMirroredStrategy loop 2 workers")
+    launch = {fit: ("horovodrun", "hvdkit"), tape: ("horovodrun", "hvdkit_tape"), mwms: ("tf_config", "mwms")}
+    jobs = {name: partial(run_worker, launcher, 2, TK, ["--impl", impl, *steps])
+            for name, (launcher, impl) in launch.items()}
+    per, ran = alternate(jobs, rounds, log)
+    ms = {name: [j["ms_per_step"] for j in per[name]] for name in per}
+    return {"runs": _runs(per), "order": ran, "targets": [
+        target("hvdkit (Keras model.fit) vs MultiWorkerMirroredStrategy (custom loop; Keras 3 fit fails under "
+               "MWMS), samples/s", ratios(_sps(per, fit), _sps(per, mwms)), 1.0),
+        target("hvdkit tape loop vs MultiWorkerMirroredStrategy, same loop, samples/s",
+               ratios(_sps(per, tape), _sps(per, mwms)), 1.0),
+        target("hvdkit Keras model.fit ms/step / hvdkit tape loop ms/step, same model", ratios(ms[fit], ms[tape]),
+               1.10, lower_is_better=True)]}
 
 
-def checkpoint(quick: bool, log: Callable[[str], None]) -> Result:
-    """hvdkit's atomic checkpoint save/restore against torch.save/torch.load."""
+def checkpoint(quick: bool, rounds: int, log: Log) -> Result:
+    """hvdkit's atomic checkpoint save/restore against torch.save/torch.load, alternating in one process."""
     from hvdkit.bench.checkpoint import run, stall
 
-    log("checkpoint: save/restore")
-    r = run(megabytes=64 if quick else 256, repeats=3)
-    log("checkpoint: training stall per save, async vs blocking torch.save")
-    st = stall(megabytes=64 if quick else 256, rounds=3 if quick else 5)
+    log = _prefixed(log, "checkpoint")
+    mb = 64 if quick else 256
+    log(f"save/restore, {in_job_rounds(rounds)} rounds alternating")
+    r = run(megabytes=mb, rounds=in_job_rounds(rounds))
+    log(f"training stall per save, async vs blocking torch.save, {rounds} rounds alternating")
+    st = stall(megabytes=mb, rounds=rounds)
     return {"result": r, "stall": st, "targets": [
-        {"target": "async checkpoint stall per save / blocking torch.save stall (<= 0.10; median, IQR "
-                   f"{st['iqr'][0]:.3f}-{st['iqr'][1]:.3f})", "measured": st["async_over_blocking"], "goal": 0.10,
-         "lower_is_better": True},
-        {"target": "checkpoint save throughput vs torch.save (>= 0.80)", "measured": r["save_ratio"], "goal": 0.80},
-        {"target": "checkpoint restore throughput vs torch.load (reported)", "measured": r["load_ratio"],
-         "goal": None}]}
+        target("async checkpoint stall per save / blocking torch.save stall", st["async_over_blocking"], 0.10,
+               lower_is_better=True),
+        target("checkpoint save throughput vs torch.save", r["save_ratios"], 0.80),
+        target("checkpoint restore throughput vs torch.load (reported)", r["load_ratios"], None)]}
 
 
-def precision(quick: bool, log: Callable[[str], None]) -> Result:
+def precision(quick: bool, rounds: int, log: Log) -> Result:
     """bf16 against fp32 step time in hvdkit's Trainer (torch.autocast on this machine's device), paired."""
-    log("precision: Trainer precision='bf16' vs '32', 2 procs, paired epochs in one job")
-    r = run_worker("horovodrun", 2, PR, ["--rounds", "4" if quick else "10", "--steps", "10" if quick else "20"],
-                   tuned=True)
+    inner = in_job_rounds(rounds) + 1  # the worker's first round is not timed
+    log(f"precision: Trainer precision='bf16' vs '32', 2 procs, {inner} rounds alternating epochs in one job")
+    r = run_worker("horovodrun", 2, PR, ["--rounds", str(inner), "--steps", "10" if quick else "20"], tuned=True)
+    fp32, bf16 = r["epoch_times"]["32"][1:], r["epoch_times"]["bf16"][1:]
     return {"result": r, "targets": [
-        {"target": "bf16 vs fp32 samples/s, Trainer(precision='bf16') over '32', 2 procs on CPU, median of paired "
-                   f"rounds (reported; time-ratio IQR {r['time_ratio_quartiles'][0]:.3f}-"
-                   f"{r['time_ratio_quartiles'][1]:.3f})", "measured": r["speedup_median"], "goal": None}]}
+        target("bf16 vs fp32 samples/s, Trainer(precision='bf16') over '32', 2 procs on CPU (reported)",
+               ratios(fp32, bf16), None)]}
 
 
-SUITES: dict[str, Callable[[bool, Callable[[str], None]], Result]] = {
-    "allreduce": allreduce, "throughput": throughput, "keras": keras, "checkpoint": checkpoint,
-    "precision": precision}
+Suite = Callable[[bool, int, Log], Result]
+SUITES: dict[str, Suite] = {"allreduce": allreduce, "throughput": throughput, "keras": keras,
+                            "checkpoint": checkpoint, "precision": precision}

@@ -10,26 +10,70 @@ from helpers import REPO, requires_horovod
 pytestmark = [requires_horovod, pytest.mark.horovod]
 
 
-@pytest.mark.timeout(600)
-def test_bench_allreduce_and_checkpoint_quick(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "hvdkit", "bench", "allreduce", "checkpoint", "--quick", "--out",
-                           str(tmp_path)], capture_output=True, text=True, timeout=580, cwd=REPO)
+ABBA = ["a", "b", "b", "a"]  # two rounds, the order reversed in the second
+
+
+def _bench(tmp_path, *suites: str, timeout: float) -> tuple[subprocess.CompletedProcess, dict, str]:
+    proc = subprocess.run([sys.executable, "-m", "hvdkit", "bench", *suites, "--quick", "--rounds", "2", "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=timeout, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    res = json.loads((tmp_path / "results.json").read_text())
-    rows = res["suites"]["allreduce"]["rows"]
+    return proc, json.loads((tmp_path / "results.json").read_text()), (tmp_path / "report.md").read_text()
+
+
+def _check_targets(res: dict, suite: str) -> list[int]:
+    """Each target's median and IQR lie within its per-round values; the suite's load is recorded. Returns
+    each target's round count."""
+    for t in res["suites"][suite]["targets"]:
+        assert t["rounds"] == len(t["values"]), t
+        q1, q3 = t["iqr"]
+        assert min(t["values"]) <= q1 <= t["measured"] <= q3 <= max(t["values"]), t
+    for load in (res["load"]["before"], res["load"]["after"], res["suites"][suite]["load"]["after"]):
+        assert load["load1"] >= 0 and load["cpus"] >= 1
+    return [t["rounds"] for t in res["suites"][suite]["targets"]]
+
+
+def _abba(order: list[str], names: list[str]) -> list[str]:
+    """``order`` with each job named by its letter (first job a, second b, ...)."""
+    return ["abcdefgh"[names.index(n)] for n in order]
+
+
+@pytest.mark.timeout(600)
+def test_bench_allreduce_and_checkpoint_quick_rounds(tmp_path):
+    proc, res, report = _bench(tmp_path, "allreduce", "checkpoint", timeout=580)
+    ar = res["suites"]["allreduce"]
+    rows = ar["rows"]
     assert set(rows) == {"hvdkit (MPI, hvdkit defaults)", "horovod (MPI)", "horovod (Gloo)",
                          "torch.distributed (gloo)", "mpi4py (Open MPI)", "hvdkit (MPI, fp16 compression)"}
+    jobs = list(rows)[:5]  # the five alternating jobs, in their launch order
+    assert _abba(ar["order"], jobs) == ["a", "b", "c", "d", "e", "e", "d", "c", "b", "a"]
     for name, r in rows.items():
         assert [x["bytes"] for x in r] == [4096 * 4**i for i in range(7)], name
-        assert all(x["busbw_gbps"] > 0 for x in r), name
-    assert all(r["fp16_vs_none"] > 0 for r in res["suites"]["allreduce"]["ratios"])  # paired in one job
-    assert "fp16 compression vs none" in (tmp_path / "report.md").read_text()
-    ck = res["suites"]["checkpoint"]["result"]
-    assert ck["save_ratio"] > 0 and ck["load_ratio"] > 0
+        assert all(0 < x["busbw_iqr"][0] <= x["busbw_gbps"] <= x["busbw_iqr"][1] for x in r), name
+    for r in ar["ratios"]:  # per size, one ratio per round for each pair
+        for key in ("vs_horovod", "vs_torch_gloo", "fp16_vs_none"):
+            assert len(r[key]["values"]) == 2 and all(v > 0 for v in r[key]["values"]), key
+    assert _check_targets(res, "allreduce") == [2, 2, 2]
+    assert res["suites"]["checkpoint"]["result"]["rounds"] == 6
+    assert _check_targets(res, "checkpoint") == [2, 6, 6]  # stall: rounds; save and restore: 3 x rounds
     assert (tmp_path / "allreduce.png").stat().st_size > 10_000
-    report = (tmp_path / "report.md").read_text()
     assert "allreduce bus bandwidth >= torch.distributed gloo" in report and "![allreduce](allreduce.png)" in report
-    assert "Targets (measured ratios, this run)" in proc.stdout
+    assert "Load average (1 minute) before and after" in report and "| whole run |" in report
+    assert "Targets: median of the per-round values" in proc.stdout
+
+
+@pytest.mark.timeout(600)
+def test_bench_throughput_and_keras_quick_rounds(tmp_path):
+    _proc, res, report = _bench(tmp_path, "throughput", "keras", timeout=580)
+    tp, ks = res["suites"]["throughput"], res["suites"]["keras"]
+    assert _abba(tp["order"], list(tp["runs"])) == ["a", "b", "c", "d", "e", "e", "d", "c", "b", "a"]
+    assert _abba(ks["order"], list(ks["runs"])) == ["a", "b", "c", "c", "b", "a"]
+    for suite in ("throughput", "keras"):
+        for run in res["suites"][suite]["runs"].values():
+            assert len(run["rounds"]) == 2 and run["samples_per_s"] > 0
+    # alternating jobs: one value per round; epochs alternating in one job (adapter overhead): 3 x rounds
+    assert _check_targets(res, "throughput") == [2, 2, 2, 6, 6]
+    assert _check_targets(res, "keras") == [2, 2, 2]
+    assert "scaling efficiency 1 -> 2 processes" in report and "hvdkit (torch) 2 procs vs PyTorch DDP" in report
 
 
 def test_bench_rejects_unknown_suites(tmp_path):
@@ -37,6 +81,10 @@ def test_bench_rejects_unknown_suites(tmp_path):
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert proc.returncode == 2
     assert "suites must be among allreduce, throughput, keras, checkpoint, precision or all, got nccl" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "hvdkit", "bench", "checkpoint", "--rounds", "1", "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 2
+    assert "--rounds must be at least 2 (a spread needs two rounds), got 1" in proc.stderr
 
 
 @pytest.mark.timeout(300)

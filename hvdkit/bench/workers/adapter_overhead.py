@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
 import hvdkit.torch as hk
+from hvdkit.bench.rounds import order
 from hvdkit.bench.workers.common import EpochTimer, median, paired_args, quartiles, write_result
 from hvdkit.bench.workers.train_torch import build, plain_epoch, synthetic_data
 
@@ -54,8 +55,7 @@ def main() -> None:
         trainer.fit(data, epochs=epoch + 1, batch_size=args.batch, seed=0)
 
     for r in range(args.rounds):
-        order = (hvdkit_epoch, raw_epoch) if r % 2 == 0 else (raw_epoch, hvdkit_epoch)
-        for fn in order:
+        for fn in order((hvdkit_epoch, raw_epoch), r):
             fn(r)
 
     a, b = times["hvdkit"][1:], times["horovod"][1:]

@@ -5,8 +5,8 @@
     torchrun --nproc-per-node 2 -m hvdkit.bench.workers.allreduce --impl torch_gloo --out r.json
     mpirun -np 2 python -m hvdkit.bench.workers.allreduce --impl mpi4py --out r.json
 
-Each size: 2 warm-up calls, then the median of 5 timed rounds of k calls (k ~ 256 MiB / size).
-Bus bandwidth = bytes x 2(n-1)/n / time.
+Each size: 2 warm-up calls, then the median of ``--rounds`` timed bursts of k calls (k ~ 256 MiB / size);
+``busbw_rounds`` keeps each burst's value. Bus bandwidth = bytes x 2(n-1)/n / time.
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ from __future__ import annotations
 import argparse
 import time
 
+from hvdkit.bench.rounds import order
 from hvdkit.bench.workers.common import iterations_for, median, sizes_bytes, write_result
+
+
+def busbw(nbytes: int, size: int, seconds: float) -> float:
+    """Bus bandwidth in GB/s of one allreduce of ``nbytes`` over ``size`` processes taking ``seconds``."""
+    return nbytes * 2 * (size - 1) / size / seconds / 1e9
 
 
 def main() -> None:
@@ -94,16 +100,17 @@ def main() -> None:
             for _ in range(2):
                 fn(buf)
         times: dict = {name: [] for name in variants}
-        for _ in range(args.rounds):
-            for name, fn in variants.items():  # paired: the variants alternate round by round
+        for r in range(args.rounds):
+            for name in order(list(variants), r):  # paired: the variants alternate, A B B A ...
                 barrier()
                 t0 = time.perf_counter()
                 for _ in range(k):
-                    fn(buf)
+                    variants[name](buf)
                 times[name].append((time.perf_counter() - t0) / k)
         for name in variants:
             t = median(times[name])
-            out[name].append({"bytes": nbytes, "seconds": t, "busbw_gbps": nbytes * 2 * (size - 1) / size / t / 1e9})
+            out[name].append({"bytes": nbytes, "seconds": t, "busbw_gbps": busbw(nbytes, size, t),
+                              "busbw_rounds": [busbw(nbytes, size, x) for x in times[name]]})
         del buf
     if rank == 0:
         write_result(args.results, {"impl": args.impl, "size": size, **out})

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 from typing import Any
 
+from hvdkit.bench.stats import median, quartiles
 from hvdkit.core import Callback
+
+__all__ = ["EpochTimer", "iterations_for", "median", "paired_args", "quartiles", "sizes_bytes", "write_result"]
 
 
 def write_result(path: str, result: dict) -> None:
@@ -32,17 +34,6 @@ def sizes_bytes(min_kib: int, max_mib: int) -> list[int]:
 def iterations_for(nbytes: int, budget_bytes: int = 256 * 1024 * 1024, lo: int = 5, hi: int = 200) -> int:
     """How many timed repetitions a message of ``nbytes`` gets."""
     return max(lo, min(hi, budget_bytes // max(nbytes, 1)))
-
-
-def median(xs: list[float]) -> float:
-    """The median of ``values``."""
-    return float(statistics.median(xs))
-
-
-def quartiles(xs: list[float]) -> list[float]:
-    """The first and third quartiles of ``xs`` (both the value itself for a single one)."""
-    q = statistics.quantiles(xs, n=4) if len(xs) >= 2 else [xs[0]] * 3
-    return [q[0], q[2]]
 
 
 def paired_args(description: str) -> argparse.Namespace:

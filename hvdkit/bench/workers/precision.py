@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 import hvdkit.torch as hk
+from hvdkit.bench.rounds import order
 from hvdkit.bench.workers.common import EpochTimer, median, paired_args, quartiles, write_result
 from hvdkit.bench.workers.train_torch import build, synthetic_data
 
@@ -33,7 +34,7 @@ def main() -> None:
                                    callbacks=[EpochTimer(times, key)], precision=key, progress=False)
 
     for r in range(args.rounds):
-        for key in (("32", "bf16") if r % 2 == 0 else ("bf16", "32")):
+        for key in order(("32", "bf16"), r):
             trainers[key].fit(data, epochs=r + 1, batch_size=args.batch, seed=0)
 
     fp32, bf16 = times["32"][1:], times["bf16"][1:]
