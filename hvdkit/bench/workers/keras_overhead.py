@@ -173,7 +173,20 @@ def main() -> None:
         return train_step(data)
 
     model_a.train_step = counted_train_step
+    fit_windows: list[tuple[float, float]] = []
+    gc_pauses: list[tuple[float, float, int]] = []  # (start, seconds, generation) of Python's collections
     if args.breakdown:
+        import gc
+
+        gc_start: list[float] = [0.0]
+
+        def on_gc(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                gc_start[0] = time.perf_counter()
+            else:
+                gc_pauses.append((gc_start[0], time.perf_counter() - gc_start[0], info["generation"]))
+
+        gc.callbacks.append(on_gc)
         model_a.make_train_function()
         compiled = model_a.train_function
 
@@ -206,6 +219,7 @@ def main() -> None:
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             times["fit"].append(time.perf_counter() - self.t0)
+            fit_windows.append((self.t0, self.t0 + times["fit"][-1]))
             if epoch >= args.warmup:
                 add_delta(per_thread["fit"], self.s0, sample())
             if not tape_first(epoch):
@@ -253,7 +267,11 @@ def main() -> None:
             result["fit_breakdown_ms"] = {
                 "before_first_step_per_epoch": [x * 1000 for x in starts],
                 "gap_between_steps_median": median(gaps) * 1000, "gap_between_steps_max": max(gaps) * 1000,
-                "longest_step_per_epoch": [x * 1000 for x in longest]}
+                "longest_step_per_epoch": [x * 1000 for x in longest],
+                "python_gc_ms_per_epoch": [sum(d for t, d, _ in gc_pauses if b <= t <= e) * 1000
+                                           for b, e in fit_windows[w:]],
+                "python_gc_gen2_per_epoch": [sum(1 for t, _, g in gc_pauses if b <= t <= e and g == 2)
+                                             for b, e in fit_windows[w:]]}
         write_result(args.results, result)
         print({k: result[k] for k in ("ms_per_step", "ratio_median", "ratio_quartiles", "traces")}
               | ({"inside": result["fit_inside_ms_per_step"], "outside": result["fit_outside_ms_per_step"]}
