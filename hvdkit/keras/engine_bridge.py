@@ -56,11 +56,11 @@ class EngineBridge(keras.callbacks.Callback):
     Attribute reads that the Keras class does not answer go to the core callback (``checkpoint.restored``
     works as with ``hvdkit.callbacks.Checkpoint``).
 
-    ``async_safe``: Keras may then run ``on_train_batch_end`` on worker threads instead of waiting for
-    every step to finish (a callback that overrides batch-end hooks otherwise forces a device sync per
-    step: 80.8 vs 45.5 ms/step in docs/benchmarks.md). So the step counter is set in
-    ``on_train_batch_begin`` (which Keras calls synchronously) from the epoch's first step plus Keras's
-    batch index, and batch-end hooks never move it.
+    ``async_safe``: declares that Keras may run ``on_train_batch_end`` on worker threads instead of
+    waiting for every step (Keras 3.15's TensorFlow backend calls the hooks synchronously anyway; the
+    bridge costs 16-30 us per step, measured in docs/benchmarks.md, "Keras model.fit vs the tape loop").
+    So the step counter is set in ``on_train_batch_begin`` (which Keras always calls synchronously) from
+    the epoch's first step plus Keras's batch index, and batch-end hooks never move it.
     """
 
     async_safe = True

@@ -4,7 +4,9 @@
     horovodrun -np 2 python -m hvdkit.bench.workers.train_keras --impl hvdkit_tape --results r.json
     TF_CONFIG=... python -m hvdkit.bench.workers.train_keras --impl mwms --results r.json   (one per worker)
 
-hvdkit: ``model.fit`` with ``hvdkit.keras.DistributedOptimizer``. hvdkit_tape: a ``tf.function``
+hvdkit: ``model.fit`` with ``hvdkit.keras.DistributedOptimizer``, fed the same ``tf.data`` pipeline as the
+loops (``--fit-data numpy``: the arrays, through Keras's array adapter, which re-creates its iterator every
+epoch and runs a parallel map beside the step: docs/benchmarks.md). hvdkit_tape: a ``tf.function``
 step with ``hvdkit.tensorflow.DistributedGradientTape``. mwms: the same step under
 ``strategy.run``; Keras 3's ``model.fit`` fails under MultiWorkerMirroredStrategy
 (keras-team/keras#20585), so a custom loop is how MWMS runs Keras 3 models today.
@@ -35,6 +37,7 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--fit-data", choices=["dataset", "numpy"], default="dataset")
     args = p.parse_args()
 
     cores = len(os.sched_getaffinity(0))
@@ -64,6 +67,7 @@ def main() -> None:
     x = rng.normal(size=(n, args.inputs)).astype(np.float32)
     y = rng.integers(0, 10, size=(n,)).astype(np.int64)
     epoch_times: list[float] = []
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(args.batch).repeat()
 
     class Timer(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
@@ -88,9 +92,10 @@ def main() -> None:
         else:
             model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
             cbs = [Timer()]
-        model.fit(x, y, batch_size=args.batch, epochs=args.epochs, shuffle=False, verbose=0, callbacks=cbs)
+        data = {"x": x, "y": y, "batch_size": args.batch} if args.fit_data == "numpy" else {
+            "x": ds, "steps_per_epoch": args.steps}
+        model.fit(**data, epochs=args.epochs, shuffle=False, verbose=0, callbacks=cbs)
     else:
-        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(args.batch).repeat()
         if args.impl == "mwms":
             # Global batches of batch x workers; each worker's replica takes `batch` of them.
             ds = tf.data.Dataset.from_tensor_slices((np.concatenate([x] * size), np.concatenate([y] * size)))
