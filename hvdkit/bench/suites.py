@@ -102,14 +102,15 @@ def allreduce(quick: bool, rounds: int, log: Log) -> Result:
 
 
 def throughput(quick: bool, rounds: int, log: Log) -> Result:
-    """Training throughput: hvdkit's Trainer at 1 and 2 processes, raw Horovod with its defaults and DDP in
-    alternating jobs; the adapter overhead paired inside one job."""
+    """Training throughput: hvdkit's Trainer at 1 and 2 processes (and at 2 with fp16 gradient compression),
+    raw Horovod with its defaults and DDP in alternating jobs; the adapter overhead paired inside one job."""
     log = _prefixed(log, "throughput")
     steps = ["--steps", "10" if quick else "20", "--epochs", "3" if quick else "4"]
     launch: dict[str, tuple[str, int, list[str], dict[str, str]]] = {
         "hvdkit 1 proc x 1 thread": ("horovodrun", 1, ["--impl", "hvdkit"], {"HVDKIT_THREADS": "1"}),
         "hvdkit 1 proc x all cores": ("horovodrun", 1, ["--impl", "hvdkit"], {}),
         "hvdkit 2 procs": ("horovodrun", 2, ["--impl", "hvdkit"], {}),
+        "hvdkit 2 procs, fp16 compression": ("horovodrun", 2, ["--impl", "hvdkit", "--compression", "fp16"], {}),
         "horovod loop 2 procs (Horovod defaults)": ("horovodrun", 2, ["--impl", "horovod"], {}),
         "PyTorch DDP (gloo) 2 procs": ("torchrun", 2, ["--impl", "ddp"], {}),
     }
@@ -135,6 +136,8 @@ def throughput(quick: bool, rounds: int, log: Log) -> Result:
                1.0),
         target("hvdkit 2 procs vs raw Horovod with its defaults, samples/s",
                ratios(two, _sps(per, "horovod loop 2 procs (Horovod defaults)")), 1.0),
+        target("hvdkit 2 procs with fp16 gradient compression vs none, samples/s (> 1 means compression helps; "
+               "reported)", ratios(_sps(per, "hvdkit 2 procs, fp16 compression"), two), None),
         target("adapter overhead: hvdkit Trainer vs raw Horovod loop, same runtime settings, epochs alternating in "
                "one 2-process job, ms ratio", paired["ratios"], 1.02, lower_is_better=True),
         target("adapter overhead per step in microseconds, tiny model, 1 process, epochs alternating in one job "

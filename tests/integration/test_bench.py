@@ -65,13 +65,14 @@ def test_bench_allreduce_and_checkpoint_quick_rounds(tmp_path):
 def test_bench_throughput_and_keras_quick_rounds(tmp_path):
     _proc, res, report = _bench(tmp_path, "throughput", "keras", timeout=580)
     tp, ks = res["suites"]["throughput"], res["suites"]["keras"]
-    assert _abba(tp["order"], list(tp["runs"])) == ["a", "b", "c", "d", "e", "e", "d", "c", "b", "a"]
+    assert _abba(tp["order"], list(tp["runs"])) == ["a", "b", "c", "d", "e", "f", "f", "e", "d", "c", "b", "a"]
     assert _abba(ks["order"], list(ks["runs"])) == ["a", "b", "c", "c", "b", "a"]
     for suite in ("throughput", "keras"):
         for run in res["suites"][suite]["runs"].values():
             assert len(run["rounds"]) == 2 and run["samples_per_s"] > 0
     # alternating jobs: one value per round; epochs alternating in one job (adapter overhead): 3 x rounds
-    assert _check_targets(res, "throughput") == [2, 2, 2, 6, 6]
+    assert _check_targets(res, "throughput") == [2, 2, 2, 2, 6, 6]
+    assert {j["compression"] for j in tp["runs"]["hvdkit 2 procs, fp16 compression"]["rounds"]} == {"fp16"}
     assert _check_targets(res, "keras") == [2, 2, 2]
     assert "scaling efficiency 1 -> 2 processes" in report and "hvdkit (torch) 2 procs vs PyTorch DDP" in report
 

@@ -65,6 +65,7 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--steps", type=int, default=30, help="per epoch")
     p.add_argument("--epochs", type=int, default=4, help="the first is not timed")
+    p.add_argument("--compression", choices=["none", "fp16"], default="none", help="hvdkit only: gradient compression")
     args = p.parse_args()
 
     if args.impl == "hvdkit":
@@ -102,7 +103,9 @@ def main() -> None:
             def on_epoch_end(self, state):
                 epoch_times.append(time.perf_counter() - self.t0)
 
-        opt = torch.optim.SGD(model.parameters(), lr=0.01 * size)
+        opt: torch.optim.Optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * size)
+        if args.compression != "none":
+            opt = hk.distribute(model, opt, compression=args.compression)
         trainer = hk.Trainer(model, opt, loss_fn, callbacks=[Timer()])
         trainer.fit(data, epochs=args.epochs, batch_size=args.batch, seed=0)
     else:
@@ -123,7 +126,8 @@ def main() -> None:
     t = median(epoch_times[1:])
     if rank == 0:
         write_result(args.results, {
-            "impl": args.impl, "size": size, "threads": torch.get_num_threads(), "batch_per_rank": args.batch,
+            "impl": args.impl, "compression": args.compression,
+            "size": size, "threads": torch.get_num_threads(), "batch_per_rank": args.batch,
             "ms_per_step": t / args.steps * 1000, "samples_per_s": args.batch * args.steps * size / t,
             "epoch_times": epoch_times})
     if args.impl == "ddp":  # leave the process group before exit (see allreduce.py)
