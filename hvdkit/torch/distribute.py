@@ -11,7 +11,7 @@ from hvdkit.core.collectives import horovod_reduction
 from hvdkit.core.comm import under_elastic_driver
 from hvdkit.core.process_set import check_process_set
 from hvdkit.core.validation import check_int
-from hvdkit.torch.broadcast import broadcast_within
+from hvdkit.torch.state_broadcast import broadcast_within
 
 
 def is_distributed(optimizer: Any) -> bool:

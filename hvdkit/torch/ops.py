@@ -13,9 +13,9 @@ import torch
 from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.safe_format import check_plain
 from hvdkit.core.types import Snapshot
-from hvdkit.torch.broadcast import broadcast_within
 from hvdkit.torch.precision import Precision
 from hvdkit.torch.staging import HostStaging
+from hvdkit.torch.state_broadcast import broadcast_within
 
 
 def _host_copy(obj: Any) -> Any:

@@ -1,4 +1,7 @@
-"""Broadcast a model's and an optimizer's state within a Horovod process set (hybrid parallelism)."""
+"""Broadcast a model's and an optimizer's state within a Horovod process set (hybrid parallelism).
+
+Not named ``broadcast.py``: a submodule of that name would shadow Horovod's ``hvd.broadcast`` on ``hvdkit.torch``.
+"""
 
 from __future__ import annotations
 
@@ -14,14 +17,15 @@ def broadcast_within(model: torch.nn.Module, optimizer: torch.optim.Optimizer, r
     (Horovod's ``broadcast_parameters``/``broadcast_optimizer_state`` have no process-set argument).
     Every rank of the job calls it at the same point, each for its own set (hybrid parallelism: every rank
     is in one data-parallel set)."""
+    # The optimizer state first, through one allgather over all ranks, as the core's ProcessSetComm does for
+    # objects (Horovod's object collectives on process sets were not reliable in 4-process runs, see
+    # hvdkit.core.process_set); being world-wide, it also lines every rank up before the first collective on
+    # a process set.
+    states = hvd.allgather_object(optimizer.state_dict() if hvd.rank() == root_rank else None,
+                                  name="hvdkit.state.optimizer")
     handles = [hvd.broadcast_async_(t, root_rank, name=f"hvdkit.state.{name}", process_set=process_set)
                for name, t in sorted(model.state_dict().items())]
     for handle in handles:
         hvd.synchronize(handle)
-    # The optimizer state through one allgather over all ranks, as the core's ProcessSetComm does for
-    # objects: Horovod's object collectives on process sets were not reliable in 4-process runs (see
-    # hvdkit.core.process_set).
-    states = hvd.allgather_object(optimizer.state_dict() if hvd.rank() == root_rank else None,
-                                  name="hvdkit.state.optimizer")
     if hvd.rank() != root_rank:
         optimizer.load_state_dict(states[root_rank])
