@@ -15,11 +15,11 @@ EXAMPLE = REPO / "examples" / "hybrid_process_sets.py"
 def _run(tmp_path, name, ckpt, epochs):
     out = tmp_path / name
     horovodrun(EXAMPLE, "--checkpoint-dir", str(ckpt), "--epochs", str(epochs), "--results", str(out), np=4,
-               timeout=150)
+               timeout=240)  # one run took 145 s beside a full suite; 4 processes on 2 cores
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(4)]
 
 
-@pytest.mark.timeout(480)
+@pytest.mark.timeout(780)
 def test_two_replicas_of_a_two_stage_pipeline_stay_identical_and_resume_per_stage(tmp_path):
     straight = _run(tmp_path, "straight", tmp_path / "ck_straight", 5)
     assert [(r["stage"], r["replica"], r["resumed_epoch"]) for r in straight] == [(0, 0, 0), (1, 0, 0), (0, 1, 0),
