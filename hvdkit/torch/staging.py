@@ -61,6 +61,8 @@ class HostStaging:
         """Block until the background copy is done; raise its error (once). Safe to call from the training
         thread and a checkpoint writer thread at once."""
         thread = self._thread
+        if thread is None and self._error is None:  # the optimizer step's pre-hook: nothing staged (every step)
+            return
         if thread is not None:
             thread.join()
         with self._lock:

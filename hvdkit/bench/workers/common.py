@@ -36,16 +36,22 @@ def iterations_for(nbytes: int, budget_bytes: int = 256 * 1024 * 1024, lo: int =
     return max(lo, min(hi, budget_bytes // max(nbytes, 1)))
 
 
-def paired_args(description: str) -> argparse.Namespace:
-    """The arguments of the paired-round workers: the model, the batches and how many rounds."""
+def paired_parser(description: str | None, rounds: int = 8,
+                  rounds_help: str = "epochs of each; the first round is not timed") -> argparse.ArgumentParser:
+    """The arguments every paired-round worker takes: the model, the batches and how many rounds."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--results", required=True)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--inputs", type=int, default=512)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--steps", type=int, default=20, help="per epoch")
-    p.add_argument("--rounds", type=int, default=8, help="epochs of each; the first round is not timed")
-    return p.parse_args()
+    p.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
+    return p
+
+
+def paired_args(description: str) -> argparse.Namespace:
+    """The parsed :func:`paired_parser` arguments, for workers that need no others."""
+    return paired_parser(description).parse_args()
 
 
 class EpochTimer(Callback):

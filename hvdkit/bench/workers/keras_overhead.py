@@ -26,18 +26,12 @@ from typing import Any
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from hvdkit.bench.workers.common import median, quartiles, write_result
+from hvdkit.bench.workers.common import median, paired_parser, quartiles, write_result
 
 
 def parse_args() -> argparse.Namespace:
     """The model, the rounds and the knobs that change what fit does."""
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--results", required=True)
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--inputs", type=int, default=512)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=20, help="per epoch")
-    p.add_argument("--rounds", type=int, default=12, help="epochs of each, the first --warmup not timed")
+    p = paired_parser(__doc__, rounds=12, rounds_help="epochs of each, the first --warmup not timed")
     p.add_argument("--warmup", type=int, default=2, help="untimed rounds (2: one in each order)")
     p.add_argument("--fit-data", choices=["numpy", "dataset"], default="numpy",
                    help="numpy arrays (Keras's array adapter) or the tape loop's tf.data pipeline")
