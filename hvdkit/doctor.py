@@ -14,9 +14,9 @@ from typing import Any
 from hvdkit.buildtools.pythons import is_supported, supported_names
 from hvdkit.runtime.environments import detect as detect_launcher
 from hvdkit.runtime.tuning import (
-    RUNTIME_DEFAULTS,
     available_cores,
     local_size_from_env,
+    runtime_defaults,
     threads_per_rank,
 )
 
@@ -97,7 +97,7 @@ def collect() -> Report:
     local = local_size_from_env()
     f["cpu_count"] = cores
     f["threads_per_rank"] = {str(n): threads_per_rank(n) for n in sorted({1, 2, local})}
-    f["runtime_defaults"] = {k: v for k, (v, _why) in RUNTIME_DEFAULTS.items()}
+    f["runtime_defaults"] = {k: v for k, (v, _why) in runtime_defaults(cpu=True).items()}
     launcher = detect_launcher(cores=cores)
     f["launcher"] = {"kind": launcher.kind, "detail": launcher.detail, "uses": launcher.uses}
     if launcher.problem:

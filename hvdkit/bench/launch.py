@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hvdkit.runtime.tuning import RUNTIME_DEFAULTS
+from hvdkit.runtime.tuning import runtime_defaults
 
 TIMEOUT = 900
 
@@ -30,10 +30,10 @@ def _env(tuned: bool) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if not tuned:
-        for name in RUNTIME_DEFAULTS:
+        for name in runtime_defaults(cpu=True):
             env.pop(name, None)
     else:
-        env.update({k: v for k, (v, _why) in RUNTIME_DEFAULTS.items()})
+        env.update({k: v for k, (v, _why) in runtime_defaults(cpu=True).items()})
     return env
 
 
@@ -52,8 +52,13 @@ def _free_port() -> int:
 
 
 def run_worker(launcher: str, np: int, module: str, args: Sequence[str], *, tuned: bool = False,
-               extra_env: dict[str, str] | None = None, timeout: float = TIMEOUT) -> dict:
-    """Run ``python -m module args --results FILE`` under ``launcher`` with ``np`` processes."""
+               extra_env: dict[str, str] | None = None, timeout: float = TIMEOUT,
+               launcher_args: Sequence[str] = (), prefix: Sequence[str] = ()) -> dict:
+    """Run ``python -m module args --results FILE`` under ``launcher`` with ``np`` processes.
+
+    ``launcher_args`` go to ``horovodrun``/``mpirun`` before the command (e.g. ``--binding-args``);
+    ``prefix`` runs the launcher itself under another command (e.g. ``taskset -c 0``), which its
+    processes inherit."""
     with tempfile.TemporaryDirectory(prefix="hvdkit-bench-") as tmp:
         out = Path(tmp) / "result.json"
         wargs = [*args, "--results", str(out)]
@@ -61,14 +66,16 @@ def run_worker(launcher: str, np: int, module: str, args: Sequence[str], *, tune
         py = sys.executable
         if launcher in ("horovodrun", "horovodrun-gloo"):
             gloo = ["--gloo"] if launcher == "horovodrun-gloo" else []
-            cmd = ["horovodrun", "-np", str(np), "-H", f"localhost:{np}", *gloo, py, "-m", module, *wargs]
+            cmd = [*prefix, "horovodrun", "-np", str(np), "-H", f"localhost:{np}", *gloo, *launcher_args, py, "-m",
+                   module, *wargs]
             return _run(cmd, env, out, timeout)
         if launcher == "torchrun":
-            cmd = [py, "-m", "torch.distributed.run", "--nproc-per-node", str(np), "--master-port",
+            cmd = [*prefix, py, "-m", "torch.distributed.run", "--nproc-per-node", str(np), "--master-port",
                    str(_free_port()), "-m", module, *wargs]
             return _run(cmd, env, out, timeout)
         if launcher == "mpirun":
-            cmd = ["mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", py, "-m", module, *wargs]
+            cmd = [*prefix, "mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", *launcher_args, py,
+                   "-m", module, *wargs]
             return _run(cmd, env, out, timeout)
         if launcher == "tf_config":
             ports = [_free_port() for _ in range(np)]

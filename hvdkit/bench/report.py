@@ -20,6 +20,10 @@ from hvdkit.runtime.tuning import available_cores
 #: A table: its title, column names and rows of cells.
 Table = tuple[str, list[str], list[list[str]]]
 
+#: The step-time budget's columns (``hvdkit.bench.scaling``): phase key -> heading.
+BUDGET = {"step": "step", "data": "data", "forward_backward": "forward+backward", "wait": "allreduce wait",
+          "update": "update", "other_threads_cpu": "CPU of the other threads (Horovod, MPI)"}
+
 
 def targets(results: Result) -> list[Result]:
     """Each target's median, IQR, goal and verdict from the suites' results."""
@@ -78,6 +82,14 @@ def tables(results: Result) -> list[Table]:
                         ["run", "samples/s", "ms/step", "ms/step IQR"],
                         [[n, f"{r['samples_per_s']:.0f}", f"{r['ms_per_step']:.1f}", _iqr(r["ms_per_step_iqr"], ".1f")]
                          for n, r in suites[key]["runs"].items()]))
+    if "scaling" in suites:
+        sc = suites["scaling"]
+        eff = {name: _with_iqr(row["efficiency"], ".3f") for name, row in sc["settings"].items()}
+        out.append(("Scaling 1 -> 2 processes: efficiency (2 procs samples/s / 2 x 1 proc, median and IQR over rounds) "
+                    "and the step-time budget, ms per step (medians over rounds and ranks)",
+                    ["run", "efficiency", *BUDGET.values()],
+                    [[name, eff.get(name, "baseline"), *[f"{phases[k]['median']:.2f}" for k in BUDGET]]
+                     for name, phases in sc["budget"].items()]))
     if "paired" in suites.get("throughput", {}):
         out.append(("Adapter overhead, epochs alternating in one job (hvdkit Trainer vs raw Horovod loop)",
                     ["model", "hvdkit ms/step", "raw ms/step", "us/step", "ratio median", "ratio IQR"],
@@ -153,6 +165,8 @@ def plot(results: Result, out: Path) -> list[Path]:
         made.append(out / "allreduce.png")
         fig.savefig(made[-1], dpi=110)
         plt.close(fig)
+    if "scaling" in suites:
+        made.append(_budget_plot(suites["scaling"]["budget"], out / "scaling.png"))
     runs = {}
     for key in ("throughput", "keras"):
         if key in suites:
@@ -171,6 +185,27 @@ def plot(results: Result, out: Path) -> list[Path]:
         fig.savefig(made[-1], dpi=110)
         plt.close(fig)
     return made
+
+
+def _budget_plot(budget: Result, path: Path) -> Path:
+    """Stacked bars: each scaling job's step split into its phases (medians)."""
+    import matplotlib.pyplot as plt
+
+    names = list(budget)
+    fig, ax = plt.subplots(figsize=(10, 0.5 * len(names) + 1.8))
+    left = [0.0] * len(names)
+    for key in ("data", "forward_backward", "wait", "update"):
+        vals = [budget[n][key]["median"] for n in names]
+        ax.barh(names, vals, left=left, label=BUDGET[key])
+        left = [a + b for a, b in zip(left, vals)]
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per step (median over rounds and ranks)")
+    ax.set_title("Scaling 1 -> 2 processes: where a step's time goes")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def load() -> dict[str, Any]:

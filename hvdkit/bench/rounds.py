@@ -17,6 +17,14 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+#: Where a suite reports progress (one line per message).
+Log = Callable[[str], None]
+
+
+def prefixed(log: Log, suite: str) -> Log:
+    """``log`` with every message prefixed by ``suite``."""
+    return lambda msg: log(f"{suite}: {msg}")
+
 
 def order(items: Sequence[T], r: int) -> list[T]:
     """The order of round ``r``: as given on even rounds, reversed on odd ones."""

@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from functools import partial
 
 from hvdkit.bench.launch import Result, run_worker
-from hvdkit.bench.rounds import alternate
+from hvdkit.bench.rounds import Log, alternate, prefixed
+from hvdkit.bench.scaling import scaling
 from hvdkit.bench.stats import median, quartiles, ratios, summary, target
 
 AR = "hvdkit.bench.workers.allreduce"
@@ -25,16 +26,9 @@ TK = "hvdkit.bench.workers.train_keras"
 AO = "hvdkit.bench.workers.adapter_overhead"
 PR = "hvdkit.bench.workers.precision"
 
-Log = Callable[[str], None]
-
-
 def in_job_rounds(rounds: int) -> int:
     """Rounds of the comparisons that alternate epochs or saves inside one job."""
     return 3 * rounds
-
-
-def _prefixed(log: Log, suite: str) -> Log:
-    return lambda msg: log(f"{suite}: {msg}")
 
 
 def _runs(per: Mapping[str, list[Result]]) -> dict[str, Result]:
@@ -53,7 +47,7 @@ def _sps(per: Mapping[str, list[Result]], name: str) -> list[float]:
 
 def allreduce(quick: bool, rounds: int, log: Log) -> Result:
     """Allreduce bandwidth of hvdkit, raw Horovod, torch.distributed and mpi4py over the message sizes."""
-    log = _prefixed(log, "allreduce")
+    log = prefixed(log, "allreduce")
     sizes = ["--max-mib", "16" if quick else "256"]
     launch = {
         "hvdkit (MPI, hvdkit defaults)": ("horovodrun", ["--impl", "hvdkit"]),
@@ -102,13 +96,12 @@ def allreduce(quick: bool, rounds: int, log: Log) -> Result:
 
 
 def throughput(quick: bool, rounds: int, log: Log) -> Result:
-    """Training throughput: hvdkit's Trainer at 1 and 2 processes (and at 2 with fp16 gradient compression),
-    raw Horovod with its defaults and DDP in alternating jobs; the adapter overhead paired inside one job."""
-    log = _prefixed(log, "throughput")
+    """Training throughput at 2 processes: hvdkit's Trainer (also with fp16 gradient compression), raw Horovod
+    with its defaults and DDP in alternating jobs; the adapter overhead paired inside one job. (1 vs 2
+    processes: the ``scaling`` suite.)"""
+    log = prefixed(log, "throughput")
     steps = ["--steps", "10" if quick else "20", "--epochs", "3" if quick else "4"]
     launch: dict[str, tuple[str, int, list[str], dict[str, str]]] = {
-        "hvdkit 1 proc x 1 thread": ("horovodrun", 1, ["--impl", "hvdkit"], {"HVDKIT_THREADS": "1"}),
-        "hvdkit 1 proc x all cores": ("horovodrun", 1, ["--impl", "hvdkit"], {}),
         "hvdkit 2 procs": ("horovodrun", 2, ["--impl", "hvdkit"], {}),
         "hvdkit 2 procs, fp16 compression": ("horovodrun", 2, ["--impl", "hvdkit", "--compression", "fp16"], {}),
         "horovod loop 2 procs (Horovod defaults)": ("horovodrun", 2, ["--impl", "horovod"], {}),
@@ -130,8 +123,6 @@ def throughput(quick: bool, rounds: int, log: Log) -> Result:
                for a, b in zip(tiny["epoch_times"]["hvdkit"][1:], tiny["epoch_times"]["horovod"][1:])]
     return {"runs": _runs(per), "order": ran, "paired": {"compute-bound model, 2 procs": paired,
                                                           "tiny model, 1 proc": tiny}, "targets": [
-        target("scaling efficiency 1 -> 2 processes, one core per worker",
-               [b / (2 * a) for a, b in zip(_sps(per, "hvdkit 1 proc x 1 thread"), two)], 0.90),
         target("hvdkit (torch) 2 procs vs PyTorch DDP, samples/s", ratios(two, _sps(per, "PyTorch DDP (gloo) 2 procs")),
                1.0),
         target("hvdkit 2 procs vs raw Horovod with its defaults, samples/s",
@@ -146,7 +137,7 @@ def throughput(quick: bool, rounds: int, log: Log) -> Result:
 
 def keras(quick: bool, rounds: int, log: Log) -> Result:
     """Keras ``model.fit`` and an hvdkit tape loop against MultiWorkerMirroredStrategy, alternating jobs."""
-    log = _prefixed(log, "keras")
+    log = prefixed(log, "keras")
     steps = ["--steps", "10" if quick else "20", "--epochs", "3" if quick else "4"]
     fit, tape, mwms = ("hvdkit.keras model.fit 2 procs", "hvdkit.tensorflow tape loop 2 procs",
                        "MultiWorkerMirroredStrategy loop 2 workers")
@@ -168,7 +159,7 @@ def checkpoint(quick: bool, rounds: int, log: Log) -> Result:
     """hvdkit's atomic checkpoint save/restore against torch.save/torch.load, alternating in one process."""
     from hvdkit.bench.checkpoint import run, stall
 
-    log = _prefixed(log, "checkpoint")
+    log = prefixed(log, "checkpoint")
     mb = 64 if quick else 256
     log(f"save/restore, {in_job_rounds(rounds)} rounds alternating")
     r = run(megabytes=mb, rounds=in_job_rounds(rounds))
@@ -193,5 +184,5 @@ def precision(quick: bool, rounds: int, log: Log) -> Result:
 
 
 Suite = Callable[[bool, int, Log], Result]
-SUITES: dict[str, Suite] = {"allreduce": allreduce, "throughput": throughput, "keras": keras,
+SUITES: dict[str, Suite] = {"allreduce": allreduce, "throughput": throughput, "scaling": scaling, "keras": keras,
                             "checkpoint": checkpoint, "precision": precision}

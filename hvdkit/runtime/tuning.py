@@ -25,6 +25,23 @@ RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": ("600", "end the job (naming tensors and missing ranks) after this long"),
 }
 
+# name -> (value, why), set only when training runs on the CPU (no GPU the framework can use).
+# Tensor fusion copies every fused gradient into Horovod's fusion buffer and back out, on the core the
+# rank computes on: with Horovod's 128 MiB threshold the compute-bound model's 6.4 MB of gradients cost
+# ~1 ms of extra background-thread CPU per step here (3.4 -> 2.35 ms) and scaling 1 -> 2 processes went
+# from 0.814 to 0.849 with 1 MiB (docs/benchmarks.md, "Scaling"). A tensor above the threshold is
+# reduced in place; smaller ones are still fused up to 1 MiB, which keeps the latency win for many small
+# tensors. On GPUs the copies are device-side and Horovod's default is kept (not measured here).
+CPU_RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
+    "HOROVOD_FUSION_THRESHOLD": (str(1 << 20), "bytes: fuse only small tensors; larger ones are reduced in place, "
+                                               "no copies through the fusion buffer"),
+}
+
+
+def runtime_defaults(cpu: bool = True) -> dict[str, tuple[str, str]]:
+    """The tuned runtime settings (name -> (value, why)) for a CPU or a GPU job."""
+    return {**RUNTIME_DEFAULTS, **(CPU_RUNTIME_DEFAULTS if cpu else {})}
+
 
 def available_cores() -> int:
     """The cores this process may run on."""
@@ -79,16 +96,17 @@ def resolve_threads(threads: int | None, local_size: int,
     return threads_per_rank(local_size, env)
 
 
-def apply_runtime_defaults(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
+def apply_runtime_defaults(environ: MutableMapping[str, str] | None = None, *, cpu: bool = True) -> dict[str, str]:
     """Set the tuned defaults that are not set yet (before ``hvd.init()``); return what was set.
 
-    ``HVDKIT_NO_TUNING=1`` turns this off.
+    ``cpu``: the job trains on the CPU (adds :data:`CPU_RUNTIME_DEFAULTS`). ``HVDKIT_NO_TUNING=1`` turns
+    this off.
     """
     env = os.environ if environ is None else environ
     if env.get("HVDKIT_NO_TUNING") == "1":
         return {}
     applied = {}
-    for name, (value, _why) in RUNTIME_DEFAULTS.items():
+    for name, (value, _why) in runtime_defaults(cpu).items():
         if name not in env:
             env[name] = value
             applied[name] = value

@@ -25,7 +25,7 @@ def init(comm: Any = None, process_sets: Any = None, *, threads: int | None = No
     check_comm(comm)
     prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     timeline_env(timeline)
-    apply_runtime_defaults()
+    apply_runtime_defaults(cpu=not torch.cuda.is_available())
     hvd.init(comm=comm, process_sets=process_sets)
     n = resolve_threads(threads, hvd.local_size())
     if n is not None:

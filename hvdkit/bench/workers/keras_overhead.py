@@ -26,7 +26,7 @@ from typing import Any
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from hvdkit.bench.workers.common import median, paired_parser, quartiles, write_result
+from hvdkit.bench.workers.common import add_delta, median, paired_parser, quartiles, thread_sample, write_result
 
 
 def parse_args() -> argparse.Namespace:
@@ -47,41 +47,6 @@ def parse_args() -> argparse.Namespace:
                    help="CPU time and involuntary context switches per thread name (Linux /proc), per loop")
     p.add_argument("--order", choices=["abba", "fit-first", "tape-first"], default="abba")
     return p.parse_args()
-
-
-def thread_sample() -> dict[str, list[float]]:
-    """Per thread name: [CPU ms, involuntary context switches, threads] of this process (Linux).
-
-    Python threads go by their Python name (``MainThread``, ``ThreadPoolExecutor`` for Keras's callback
-    dispatch); native ones by their OS name (``tf_*`` TensorFlow's pools; ``python`` for threads started in
-    C++ without a name: Horovod's background thread, Open MPI's)."""
-    import threading
-
-    py_names = {t.native_id: t.name for t in threading.enumerate()}
-    out: dict[str, list[float]] = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                name = py_names.get(int(tid)) or f.read().strip()
-            with open(f"/proc/self/task/{tid}/sched") as f:
-                fields = {k.strip(): v for k, v in (line.split(":", 1) for line in f if ":" in line)}
-        except OSError:  # the thread ended
-            continue
-        row = out.setdefault(name.split("-")[0].rstrip("0123456789_") or name, [0.0, 0.0, 0])
-        row[0] += float(fields["se.sum_exec_runtime"])
-        row[1] += float(fields["nr_involuntary_switches"])
-        row[2] += 1
-    return out
-
-
-def add_delta(total: dict[str, list[float]], before: dict[str, list[float]], after: dict[str, list[float]]) -> None:
-    """Accumulate ``after - before`` (CPU ms, involuntary switches) into ``total``; threads: the max seen."""
-    for name, (cpu, inv, n) in after.items():
-        b = before.get(name, [0.0, 0.0, 0])
-        row = total.setdefault(name, [0.0, 0.0, 0])
-        row[0] += cpu - b[0]
-        row[1] += inv - b[1]
-        row[2] = max(row[2], n)
 
 
 def main() -> None:

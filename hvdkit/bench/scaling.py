@@ -1,0 +1,99 @@
+"""The scaling suite: efficiency from 1 to 2 processes, the step-time budget behind it, and what moves it.
+
+Every job trains the compute-bound model of ``train_torch`` with per-phase timers
+(``hvdkit.bench.workers.step_budget``: data, forward+backward, allreduce wait, update, and each
+thread's CPU time), in alternating rounds (A B C ..., then reversed):
+
+- the baseline, 1 process with 1 compute thread (the machine's other core is free for its
+  Horovod background thread, as it would be for a single-GPU job);
+- 2 processes of the same loop with **no communication at all** (independent shards): what two
+  processes sharing the cores, caches and memory cost each other, the ceiling no communication
+  setting can beat;
+- 2 processes with hvdkit's runtime defaults, and with one setting changed at a time: Horovod's own
+  defaults, the tensor-fusion threshold, the cycle time, fp16 compression, each rank bound to a core.
+
+Per round and setting: efficiency = samples/s at 2 processes / (2 x the baseline's samples/s of
+the same round). The target is judged on hvdkit's defaults; the other settings are reported with
+their per-phase budget, so the report shows where the step's time goes and what each knob changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+from hvdkit.bench.launch import Result, run_worker
+from hvdkit.bench.rounds import Log, alternate, prefixed
+from hvdkit.bench.stats import median, quartiles, summary, target
+
+SB = "hvdkit.bench.workers.step_budget"
+BASELINE = "1 proc x 1 thread"
+CEILING = "2 procs, no communication (independent shards)"
+DEFAULTS = "2 procs, hvdkit defaults"
+
+#: setting name -> (extra environment, horovodrun arguments, worker arguments); one change from DEFAULTS each.
+SETTINGS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
+    DEFAULTS: ({}, [], []),
+    "2 procs, Horovod's defaults (no hvdkit tuning)": ({"HVDKIT_NO_TUNING": "1"}, [], []),
+    "2 procs, tensor fusion off (HOROVOD_FUSION_THRESHOLD=0)": ({"HOROVOD_FUSION_THRESHOLD": "0"}, [], []),
+    "2 procs, tensor fusion at Horovod's default threshold (128 MiB)": ({"HOROVOD_FUSION_THRESHOLD": str(128 << 20)},
+                                                                        [], []),
+    "2 procs, cycle time 1 ms": ({"HOROVOD_CYCLE_TIME": "1"}, [], []),
+    "2 procs, fp16 compression": ({}, [], ["--compression", "fp16"]),
+    "2 procs, each rank bound to a core": ({}, ["--binding-args=--bind-to core --map-by core"], []),
+}
+#: the settings a ``--quick`` run keeps
+QUICK = (DEFAULTS, "2 procs, tensor fusion at Horovod's default threshold (128 MiB)")
+
+
+def _phases(job: Result) -> dict[str, float]:
+    """The job's per-step phases (ms), the median over its ranks, and the background threads' CPU ms."""
+    ranks = job["ranks"]
+    out = {k: median([r["ms_per_step"][k] for r in ranks]) for k in ranks[0]["ms_per_step"]}
+    out["other_threads_cpu"] = median([sum(v for name, v in r["thread_cpu_ms_per_step"].items() if name != "MainThread")
+                                       for r in ranks])
+    return out
+
+
+def budget(per: dict[str, list[Result]]) -> dict[str, dict[str, Any]]:
+    """Per job: the median over rounds of each phase (ms per step) with its IQR."""
+    out = {}
+    for name, jobs in per.items():
+        rows = [_phases(j) for j in jobs]
+        out[name] = {k: {"median": median([r[k] for r in rows]), "iqr": quartiles([r[k] for r in rows])}
+                     for k in rows[0]}
+    return out
+
+
+def efficiency(per: dict[str, list[Result]], name: str) -> list[float]:
+    """Per round: samples/s of job ``name`` over twice the baseline's."""
+    return [j["samples_per_s"] / (2 * b["samples_per_s"]) for j, b in zip(per[name], per[BASELINE])]
+
+
+def scaling(quick: bool, rounds: int, log: Log, settings: Sequence[str] | None = None) -> Result:
+    """Run the baseline, the no-communication ceiling and each setting at 2 processes in alternating rounds."""
+    log_ = prefixed(log, "scaling")
+    steps = ["--steps", "10" if quick else "20", "--epochs", "3" if quick else "5"]
+    chosen = list(settings) if settings is not None else list(QUICK if quick else SETTINGS)
+    bad = [s for s in chosen if s not in SETTINGS]
+    if bad:
+        raise ValueError(f"settings must be among {', '.join(SETTINGS)}, got {', '.join(bad)}")
+    jobs: dict[str, Callable[[], Result]] = {
+        BASELINE: partial(run_worker, "horovodrun", 1, SB, steps, extra_env={"HVDKIT_THREADS": "1"}),
+        CEILING: partial(run_worker, "mpirun", 2, SB, ["--impl", "local", *steps]),
+    }
+    for name in chosen:
+        env, launcher_args, args = SETTINGS[name]
+        jobs[name] = partial(run_worker, "horovodrun", 2, SB, [*args, *steps], extra_env=env,
+                             launcher_args=launcher_args)
+    per, ran = alternate(jobs, rounds, log_)
+    table = {name: {"efficiency": summary(efficiency(per, name)), "samples_per_s": median(
+        [j["samples_per_s"] for j in per[name]])} for name in per if name != BASELINE}
+    return {"order": ran, "budget": budget(per), "settings": table,
+            "runs": {name: {"rounds": jobs_} for name, jobs_ in per.items()},
+            "targets": [
+                target("scaling efficiency 1 -> 2 processes, hvdkit defaults (2 procs samples/s / 2 x 1 proc x 1 "
+                       "thread)", efficiency(per, DEFAULTS), 0.90),
+                target("ceiling: 2 processes with no communication / 2 x 1 proc (reported)", efficiency(per, CEILING),
+                       None)]}
