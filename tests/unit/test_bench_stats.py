@@ -76,3 +76,35 @@ def test_report_states_load_and_flags_unclear():
     md = report.markdown(results, [])
     assert "| x vs y | >= 2 | 2.500 | 1.750-3.250 | 4 | UNCLEAR (spread crosses target) |" in md
     assert "| s | 0.50 | 2.25 | 2 | 1.0 |" in md and "| whole run | 0.50 | 2.25 | 2 | 1.0 |" in md
+
+
+def _run(*targets_: tuple[str, list[float], float | None]) -> dict:
+    return {"suites": {"s": {"targets": [target(text, values, goal) for text, values, goal in targets_]}}}
+
+
+def test_compare_two_runs_target_by_target(tmp_path, capsys):
+    from hvdkit.bench import compare
+
+    quiet = _run(("a >= 1", [1.2, 1.3, 1.4, 1.5], 1.0), ("b >= 1", [1.1, 1.2, 1.3, 1.4], 1.0),
+                 ("c reported", [0.4, 0.5], None), ("only quiet", [1.0, 1.0], 1.0))
+    burner = _run(("a >= 1", [1.3, 1.35, 1.6, 1.7], 1.0), ("b >= 1", [0.9, 1.0, 1.05, 1.1], 1.0),
+                  ("c reported", [0.9, 1.1], None))
+    rows = compare.compare(quiet, burner)
+    assert [r["target"] for r in rows] == ["a >= 1", "b >= 1", "c reported"]  # matched by text; extras dropped
+    # a: quiet median 1.35 (IQR 1.275-1.425), burner 1.475 (1.3375-1.625): only quiet's median in burner's IQR
+    assert rows[0]["medians"] == "one way" and rows[0]["agree"]
+    # b: quiet met (1.175-1.325 above 1), burner unclear (0.975-1.0625 holds 1): the verdicts differ
+    assert rows[1]["first"]["verdict"] == "met" and rows[1]["second"]["verdict"] == UNCLEAR and not rows[1]["agree"]
+    assert rows[1]["medians"] == "no"
+    # c: 0.45 (0.425-0.475) vs 1.0 (0.95-1.05): reported both times, medians far apart
+    assert rows[2]["agree"] and rows[2]["medians"] == "no"
+    (tmp_path / "q.json").write_text(__import__("json").dumps(quiet))
+    (tmp_path / "b.json").write_text(__import__("json").dumps(burner))
+    assert compare.main([str(tmp_path / "q.json"), str(tmp_path / "b.json"), "--names", "quiet", "burner"]) == 1
+    out = capsys.readouterr().out
+    assert "| quiet: median (IQR) | burner: median (IQR) |" in out and "Verdicts agree on 2 of 3 targets." in out
+    assert "met / UNCLEAR (spread crosses target) (DIFFER)" in out
+    assert compare.main([str(tmp_path / "q.json"), str(tmp_path / "q.json")]) == 0
+    (tmp_path / "bad.json").write_text("[]")
+    assert compare.main([str(tmp_path / "bad.json"), str(tmp_path / "q.json")]) == 2
+    assert "must be an hvdkit bench results.json (no 'suites' in it)" in capsys.readouterr().err
