@@ -14,6 +14,7 @@ from typing import Any
 from hvdkit.buildtools.pythons import is_supported, supported_names
 from hvdkit.runtime.environments import detect as detect_launcher
 from hvdkit.runtime.tuning import (
+    CPU_RUNTIME_DEFAULTS,
     available_cores,
     local_size_from_env,
     runtime_defaults,
@@ -97,7 +98,8 @@ def collect() -> Report:
     local = local_size_from_env()
     f["cpu_count"] = cores
     f["threads_per_rank"] = {str(n): threads_per_rank(n) for n in sorted({1, 2, local})}
-    f["runtime_defaults"] = {k: v for k, (v, _why) in runtime_defaults(cpu=True).items()}
+    f["runtime_defaults"] = {k: v for k, (v, _why) in runtime_defaults(cpu=False).items()}  # every job
+    f["cpu_runtime_defaults"] = {k: v for k, (v, _why) in CPU_RUNTIME_DEFAULTS.items()}  # added when no GPU
     launcher = detect_launcher(cores=cores)
     f["launcher"] = {"kind": launcher.kind, "detail": launcher.detail, "uses": launcher.uses}
     if launcher.problem:

@@ -4,8 +4,9 @@ within each other's IQR?
     python -m hvdkit.bench.compare quiet/results.json burner/results.json [--names quiet burner]
 
 Prints a Markdown table (one row per target found in both runs) and a summary line; exits 0 when
-every verdict agrees, 1 otherwise. This is how docs/benchmarks.md checks that a run on a quiet
-machine and a run beside a CPU burner say the same thing.
+every verdict agrees, 1 otherwise (also when the runs share no target). This is how
+docs/benchmarks.md checks that a run on a quiet machine and a run beside a CPU burner say the same
+thing.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     rows = compare(*runs)
     print(markdown(rows, (args.names[0], args.names[1])), end="")
-    return 0 if all(r["agree"] for r in rows) else 1
+    return 0 if rows and all(r["agree"] for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -53,12 +53,10 @@ def _free_port() -> int:
 
 def run_worker(launcher: str, np: int, module: str, args: Sequence[str], *, tuned: bool = False,
                extra_env: dict[str, str] | None = None, timeout: float = TIMEOUT,
-               launcher_args: Sequence[str] = (), prefix: Sequence[str] = ()) -> dict:
+               launcher_args: Sequence[str] = ()) -> dict:
     """Run ``python -m module args --results FILE`` under ``launcher`` with ``np`` processes.
 
-    ``launcher_args`` go to ``horovodrun``/``mpirun`` before the command (e.g. ``--binding-args``);
-    ``prefix`` runs the launcher itself under another command (e.g. ``taskset -c 0``), which its
-    processes inherit."""
+    ``launcher_args`` go to ``horovodrun``/``mpirun`` before the command (e.g. ``--binding-args``)."""
     with tempfile.TemporaryDirectory(prefix="hvdkit-bench-") as tmp:
         out = Path(tmp) / "result.json"
         wargs = [*args, "--results", str(out)]
@@ -66,15 +64,15 @@ def run_worker(launcher: str, np: int, module: str, args: Sequence[str], *, tune
         py = sys.executable
         if launcher in ("horovodrun", "horovodrun-gloo"):
             gloo = ["--gloo"] if launcher == "horovodrun-gloo" else []
-            cmd = [*prefix, "horovodrun", "-np", str(np), "-H", f"localhost:{np}", *gloo, *launcher_args, py, "-m",
+            cmd = ["horovodrun", "-np", str(np), "-H", f"localhost:{np}", *gloo, *launcher_args, py, "-m",
                    module, *wargs]
             return _run(cmd, env, out, timeout)
         if launcher == "torchrun":
-            cmd = [*prefix, py, "-m", "torch.distributed.run", "--nproc-per-node", str(np), "--master-port",
+            cmd = [py, "-m", "torch.distributed.run", "--nproc-per-node", str(np), "--master-port",
                    str(_free_port()), "-m", module, *wargs]
             return _run(cmd, env, out, timeout)
         if launcher == "mpirun":
-            cmd = [*prefix, "mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", *launcher_args, py,
+            cmd = ["mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", *launcher_args, py,
                    "-m", module, *wargs]
             return _run(cmd, env, out, timeout)
         if launcher == "tf_config":

@@ -26,6 +26,7 @@ TK = "hvdkit.bench.workers.train_keras"
 AO = "hvdkit.bench.workers.adapter_overhead"
 PR = "hvdkit.bench.workers.precision"
 
+
 def in_job_rounds(rounds: int) -> int:
     """Rounds of the comparisons that alternate epochs or saves inside one job."""
     return 3 * rounds

@@ -28,10 +28,11 @@ RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
 # name -> (value, why), set only when training runs on the CPU (no GPU the framework can use).
 # Tensor fusion copies every fused gradient into Horovod's fusion buffer and back out, on the core the
 # rank computes on: with Horovod's 128 MiB threshold the compute-bound model's 6.4 MB of gradients cost
-# ~1 ms of extra background-thread CPU per step here (3.4 -> 2.35 ms) and scaling 1 -> 2 processes went
-# from 0.814 to 0.849 with 1 MiB (docs/benchmarks.md, "Scaling"). A tensor above the threshold is
-# reduced in place; smaller ones are still fused up to 1 MiB, which keeps the latency win for many small
-# tensors. On GPUs the copies are device-side and Horovod's default is kept (not measured here).
+# 1.35 ms more background-thread CPU per step here (3.58 vs 2.23 ms), and scaling 1 -> 2 processes was
+# 0.812 against 0.867 with 1 MiB (`hvdkit bench scaling`; docs/benchmarks.md, "Scaling 1 -> 2 processes").
+# A tensor above the threshold is reduced in place; smaller ones are still fused up to 1 MiB, which keeps
+# the latency win for many small tensors. On GPUs the copies are device-side and Horovod's default is
+# kept (not measured here).
 CPU_RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
     "HOROVOD_FUSION_THRESHOLD": (str(1 << 20), "bytes: fuse only small tensors; larger ones are reduced in place, "
                                                "no copies through the fusion buffer"),

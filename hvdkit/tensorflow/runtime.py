@@ -30,9 +30,9 @@ def init(comm: Any = None, process_sets: Any = None, *, threads: int | None = No
     check_comm(comm)
     prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     timeline_env(timeline)
-    # Built without CUDA (tensorflow-cpu): a CPU job. Asking for devices would start TF's runtime, after
-    # which its thread pools can no longer be set.
-    apply_runtime_defaults(cpu=not tf.test.is_built_with_cuda())
+    # No GPU TensorFlow can use: a CPU job. Physical devices are listed without starting TF's runtime
+    # (the thread pools below can still be set).
+    apply_runtime_defaults(cpu=not tf.config.list_physical_devices("GPU"))
     hvd.init(comm=comm, process_sets=process_sets)
     n = resolve_threads(threads, hvd.local_size())
     if n is None:

@@ -95,13 +95,13 @@ def test_bench_scaling_quick_rounds_budget(tmp_path):
                 ms = r["ms_per_step"]
                 assert 0.8 * ms["step"] <= ms["data"] + ms["forward_backward"] + ms["wait"] + ms["update"] \
                     <= 1.05 * ms["step"], ms
-    ceiling = sc["runs"][names[1]]["rounds"][0]
+    ceiling = sc["runs"][names[1]]["rounds"][0]  # no Horovod: no allreduce to wait for, no background thread
     assert ceiling["impl"] == "local" and ceiling["ranks"][0]["ms_per_step"]["wait"] == 0
+    assert sc["budget"][names[1]]["other_threads_cpu"]["median"] < sc["budget"][names[2]]["other_threads_cpu"]["median"]
     defaults, fused = (sc["runs"][n]["rounds"][0]["env"] for n in names[2:])
     assert defaults["HOROVOD_FUSION_THRESHOLD"] == str(1 << 20) and fused["HOROVOD_FUSION_THRESHOLD"] == str(128 << 20)
-    for name in names[2:]:  # with communication, rank 0 gathered both ranks' budgets; the allreduce is waited for
-        job = sc["runs"][name]["rounds"][0]
-        assert len(job["ranks"]) == 2 and all(r["ms_per_step"]["wait"] > 0 for r in job["ranks"])
+    for name in names[2:]:  # with communication, rank 0 gathered both ranks' budgets
+        assert len(sc["runs"][name]["rounds"][0]["ranks"]) == 2
     assert "Scaling 1 -> 2 processes: efficiency" in report and "![scaling](scaling.png)" in report
     assert (tmp_path / "scaling.png").stat().st_size > 10_000
 

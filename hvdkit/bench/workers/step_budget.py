@@ -51,10 +51,21 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--inputs", type=int, default=512)
     p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=20, help="per epoch")
-    p.add_argument("--epochs", type=int, default=5, help="the first is not timed")
+    p.add_argument("--steps", type=positive, default=20, help="per epoch")
+    p.add_argument("--epochs", type=positive, default=5, help="the first is not timed (at least 2)")
     p.add_argument("--compression", choices=["none", "fp16"], default="none", help="hvdkit only")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.epochs < 2:
+        p.error(f"--epochs must be at least 2 (the first is not timed), got {args.epochs}")
+    return args
+
+
+def positive(text: str) -> int:
+    """An integer >= 1 (argparse type)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
 
 
 def world(impl: str) -> tuple[int, int, Any]:
@@ -89,10 +100,10 @@ def run_epoch(model: nn.Module, opt: Any, loss_fn: nn.Module, loader: DataLoader
         opt.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
-        t2 = time.perf_counter()
+        t2 = t3 = time.perf_counter()
         if distributed:
             opt.synchronize()
-        t3 = time.perf_counter()
+            t3 = time.perf_counter()
         if distributed:
             with opt.skip_synchronize():
                 opt.step()
