@@ -11,8 +11,8 @@ from typing import Any
 from hvdkit.bench.stats import median, quartiles
 from hvdkit.core import Callback
 
-__all__ = ["EpochTimer", "add_delta", "iterations_for", "median", "paired_args", "quartiles", "sizes_bytes",
-           "thread_sample", "write_result"]
+__all__ = ["EpochTimer", "add_delta", "iterations_for", "median", "model_arguments", "paired_args", "positive",
+           "quartiles", "sizes_bytes", "thread_sample", "write_result"]
 
 
 def write_result(path: str, result: dict) -> None:
@@ -37,15 +37,29 @@ def iterations_for(nbytes: int, budget_bytes: int = 256 * 1024 * 1024, lo: int =
     return max(lo, min(hi, budget_bytes // max(nbytes, 1)))
 
 
+def positive(text: str) -> int:
+    """An integer >= 1 (argparse type)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
+def model_arguments(p: argparse.ArgumentParser, steps: int = 20) -> argparse.ArgumentParser:
+    """Add what every training worker takes: ``--results``, the compute-bound MLP's sizes, the batch per rank
+    and the steps per epoch."""
+    p.add_argument("--results", required=True)
+    p.add_argument("--batch", type=positive, default=256)
+    p.add_argument("--inputs", type=positive, default=512)
+    p.add_argument("--hidden", type=positive, default=1024)
+    p.add_argument("--steps", type=positive, default=steps, help="per epoch")
+    return p
+
+
 def paired_parser(description: str | None, rounds: int = 8,
                   rounds_help: str = "epochs of each; the first round is not timed") -> argparse.ArgumentParser:
     """The arguments every paired-round worker takes: the model, the batches and how many rounds."""
-    p = argparse.ArgumentParser(description=description)
-    p.add_argument("--results", required=True)
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--inputs", type=int, default=512)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=20, help="per epoch")
+    p = model_arguments(argparse.ArgumentParser(description=description))
     p.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
     return p
 

@@ -23,7 +23,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from hvdkit.bench.workers.common import median, write_result
+from hvdkit.bench.workers.common import median, model_arguments, write_result
 from hvdkit.runtime.tuning import threads_per_rank
 
 
@@ -59,11 +59,7 @@ def main() -> None:
     """Time PyTorch training steps with the chosen implementation; write the results."""
     p = argparse.ArgumentParser()
     p.add_argument("--impl", required=True, choices=["hvdkit", "horovod", "ddp"])
-    p.add_argument("--results", required=True)
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--inputs", type=int, default=512)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=30, help="per epoch")
+    model_arguments(p, steps=30)
     p.add_argument("--epochs", type=int, default=4, help="the first is not timed")
     p.add_argument("--compression", choices=["none", "fp16"], default="none", help="hvdkit only: gradient compression")
     args = p.parse_args()
