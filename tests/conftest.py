@@ -2,6 +2,23 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 os.environ.setdefault("PYTHONHASHSEED", "0")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _environ_per_module():
+    """Give every test module the environment the suite started with.
+
+    Tests that initialise hvdkit inside the pytest process (``hk.init``) get Horovod's tuned settings put in
+    ``os.environ``, as a user's job does; without this, every job a later module starts inherited them (the
+    upstream elastic tests then ran with a fusion threshold that hvdkit leaves unset under the elastic driver).
+    """
+    saved = os.environ.copy()
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
