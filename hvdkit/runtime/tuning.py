@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import MutableMapping
 
-from hvdkit.core.comm import under_elastic_driver
-
 # name -> (value, why)
 RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
     "OMPI_MCA_mpi_yield_when_idle": ("1", "stop Open MPI busy-polling a core that compute threads need"),
@@ -34,10 +32,9 @@ RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
 # 0.812 against 0.867 with 1 MiB (`hvdkit bench scaling`; docs/benchmarks.md, "Scaling 1 -> 2 processes").
 # A tensor above the threshold is reduced in place; smaller ones are still fused up to 1 MiB, which keeps
 # the latency win for many small tensors. On GPUs the copies are device-side and Horovod's default is
-# kept (not measured here). Elastic jobs keep it too: with 1 MiB, a host lost mid-training (Gloo's
-# timeout) surfaced in Horovod's background loop as an uncaught exception that ended the survivor,
-# instead of the HorovodInternalError elastic training recovers from (tests/integration/test_cluster.py,
-# test_netns_cluster_elastic_job_survives_losing_a_host: failed with 1 MiB, passed with 128 MiB).
+# kept (not measured here). Elastic jobs get it too: their resets re-initialise Horovod in the same
+# process, which crashed Horovod 0.28.1 with both this and HOROVOD_CYCLE_TIME set from the environment
+# (fixed by hvdkit's patch 0006; tests/integration/test_horovod_reinit.py).
 CPU_RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
     "HOROVOD_FUSION_THRESHOLD": (str(1 << 20), "bytes: fuse only small tensors; larger ones are reduced in place, "
                                                "no copies through the fusion buffer"),
@@ -105,14 +102,14 @@ def resolve_threads(threads: int | None, local_size: int,
 def apply_runtime_defaults(environ: MutableMapping[str, str] | None = None, *, cpu: bool = True) -> dict[str, str]:
     """Set the tuned defaults that are not set yet (before ``hvd.init()``); return what was set.
 
-    ``cpu``: the job trains on the CPU (adds :data:`CPU_RUNTIME_DEFAULTS`, except under Horovod's elastic
-    driver). ``HVDKIT_NO_TUNING=1`` turns this off.
+    ``cpu``: the job trains on the CPU (adds :data:`CPU_RUNTIME_DEFAULTS`). ``HVDKIT_NO_TUNING=1`` turns
+    this off.
     """
     env = os.environ if environ is None else environ
     if env.get("HVDKIT_NO_TUNING") == "1":
         return {}
     applied = {}
-    for name, (value, _why) in runtime_defaults(cpu and not under_elastic_driver(env)).items():
+    for name, (value, _why) in runtime_defaults(cpu).items():
         if name not in env:
             env[name] = value
             applied[name] = value

@@ -12,9 +12,9 @@ def test_cpu_jobs_get_a_small_fusion_threshold_gpu_jobs_keep_horovods():
     apply_runtime_defaults(gpu, cpu=False)
     assert "HOROVOD_FUSION_THRESHOLD" not in gpu and set(gpu) == set(RUNTIME_DEFAULTS)
     assert set(runtime_defaults(cpu=True)) == set(RUNTIME_DEFAULTS) | set(CPU_RUNTIME_DEFAULTS)
-    elastic = {"HOROVOD_ELASTIC": "1"}  # a worker of horovodrun --min-np/--max-np keeps Horovod's fusion
+    elastic = {"HOROVOD_ELASTIC": "1"}  # a worker of horovodrun --min-np/--max-np: the same (patch 0006)
     apply_runtime_defaults(elastic, cpu=True)
-    assert "HOROVOD_FUSION_THRESHOLD" not in elastic and elastic["HOROVOD_CYCLE_TIME"] == "0.1"
+    assert elastic["HOROVOD_FUSION_THRESHOLD"] == str(1 << 20) and elastic["HOROVOD_CYCLE_TIME"] == "0.1"
 
 
 def test_exported_settings_win_and_no_tuning_turns_all_off():
