@@ -10,7 +10,8 @@ thread's CPU time), in alternating rounds (A B C ..., then reversed):
   processes sharing the cores, caches and memory cost each other, the ceiling no communication
   setting can beat;
 - 2 processes with hvdkit's runtime defaults, and with one setting changed at a time: Horovod's own
-  defaults, the tensor-fusion threshold, the cycle time, fp16 compression, each rank bound to a core.
+  defaults, the tensor-fusion threshold, the cycle time, fp16 compression, each rank bound to a core,
+  Open MPI's allreduce algorithm (ring, Rabenseifner) instead of its own per-call choice.
 
 Per round and setting: efficiency = samples/s at 2 processes / (2 x the baseline's samples/s of
 the same round). The target is judged on hvdkit's defaults; the other settings are reported with
@@ -33,6 +34,12 @@ CEILING = "2 procs, no communication (independent shards)"
 DEFAULTS = "2 procs, hvdkit defaults"
 BOUND = "2 procs, each rank bound to a core"
 
+
+def _ompi_allreduce(algorithm: int) -> dict[str, str]:
+    """The environment that makes Open MPI's ``coll/tuned`` use allreduce ``algorithm`` for every call."""
+    return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_allreduce_algorithm": str(algorithm)}
+
+
 #: setting name -> (extra environment, horovodrun arguments, worker arguments); one change from DEFAULTS each.
 SETTINGS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
     DEFAULTS: ({}, [], []),
@@ -43,6 +50,9 @@ SETTINGS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
     "2 procs, cycle time 1 ms": ({"HOROVOD_CYCLE_TIME": "1"}, [], []),
     "2 procs, fp16 compression": ({}, [], ["--compression", "fp16"]),
     BOUND: ({}, ["--binding-args=--bind-to core --map-by core"], []),
+    # Open MPI's own choice of allreduce algorithm replaced (its tuned component's dynamic rules):
+    "2 procs, Open MPI allreduce: ring": (_ompi_allreduce(4), [], []),
+    "2 procs, Open MPI allreduce: Rabenseifner (reduce-scatter + allgather)": (_ompi_allreduce(6), [], []),
 }
 #: the settings a ``--quick`` run keeps
 QUICK = (DEFAULTS, "2 procs, tensor fusion at Horovod's default threshold (128 MiB)")
