@@ -1,10 +1,10 @@
 """Horovod shut down and initialised again in the same process, as every elastic reset does
 (``horovod.torch.elastic``'s reset: ``shutdown()`` then ``init()``), with hvdkit's tuning in force.
 
-``hk.init`` sets Horovod's cycle time and, on the CPU outside the elastic driver, its fusion threshold from
-the environment (``hvdkit.runtime.tuning``); both are then "fixed" in Horovod's parameter manager, which
-outlives ``shutdown()``. Horovod 0.28.1 as released segfaults in its background thread at the next
-``init()`` (patch 0006). Each round allreduces this rank's number and prints what it got (tag REINIT).
+``hk.init`` sets Horovod's cycle time and, on the CPU, its fusion threshold in the environment
+(``hvdkit.runtime.tuning``); both are then "fixed" in Horovod's parameter manager, which outlives
+``shutdown()``. Horovod 0.28.1 as released segfaults in its background thread at the next ``init()``
+(patch 0006). Each round allreduces this rank's number and prints what it got (tag REINIT).
 """
 
 import json
