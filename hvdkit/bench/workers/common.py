@@ -12,7 +12,7 @@ from hvdkit.bench.stats import median, quartiles
 from hvdkit.core import Callback
 
 __all__ = ["EpochTimer", "add_delta", "iterations_for", "median", "model_arguments", "paired_args", "positive",
-           "quartiles", "sizes_bytes", "thread_sample", "write_result"]
+           "quartiles", "sizes_bytes", "thread_sample", "timed_count", "write_result"]
 
 
 def write_result(path: str, result: dict) -> None:
@@ -45,6 +45,14 @@ def positive(text: str) -> int:
     return value
 
 
+def timed_count(text: str) -> int:
+    """An integer >= 2 (argparse type) for epochs or rounds whose first is not timed."""
+    value = int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 2 (the first is not timed), got {text}")
+    return value
+
+
 def model_arguments(p: argparse.ArgumentParser, steps: int = 20) -> argparse.ArgumentParser:
     """Add what every training worker takes: ``--results``, the compute-bound MLP's sizes, the batch per rank
     and the steps per epoch."""
@@ -60,7 +68,7 @@ def paired_parser(description: str | None, rounds: int = 8,
                   rounds_help: str = "epochs of each; the first round is not timed") -> argparse.ArgumentParser:
     """The arguments every paired-round worker takes: the model, the batches and how many rounds."""
     p = model_arguments(argparse.ArgumentParser(description=description))
-    p.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
+    p.add_argument("--rounds", type=timed_count, default=rounds, help=rounds_help)
     return p
 
 

@@ -36,7 +36,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
-from hvdkit.bench.workers.common import add_delta, median, model_arguments, positive, thread_sample, write_result
+from hvdkit.bench.workers.common import add_delta, median, model_arguments, thread_sample, timed_count, write_result
 from hvdkit.bench.workers.train_torch import build, synthetic_data
 from hvdkit.runtime.tuning import local_size_from_env, runtime_defaults, threads_per_rank
 
@@ -48,12 +48,9 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Per-phase step times of the compute-bound model.")
     p.add_argument("--impl", choices=["hvdkit", "local"], default="hvdkit")
     model_arguments(p)
-    p.add_argument("--epochs", type=positive, default=5, help="the first is not timed (at least 2)")
+    p.add_argument("--epochs", type=timed_count, default=5, help="the first is not timed (at least 2)")
     p.add_argument("--compression", choices=["none", "fp16"], default="none", help="hvdkit only")
-    args = p.parse_args()
-    if args.epochs < 2:
-        p.error(f"--epochs must be at least 2 (the first is not timed), got {args.epochs}")
-    return args
+    return p.parse_args()
 
 
 def world(impl: str) -> tuple[int, int, Any]:

@@ -23,7 +23,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from hvdkit.bench.workers.common import median, model_arguments, write_result
+from hvdkit.bench.workers.common import median, model_arguments, timed_count, write_result
 from hvdkit.runtime.tuning import threads_per_rank
 
 
@@ -60,7 +60,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--impl", required=True, choices=["hvdkit", "horovod", "ddp"])
     model_arguments(p, steps=30)
-    p.add_argument("--epochs", type=int, default=4, help="the first is not timed")
+    p.add_argument("--epochs", type=timed_count, default=4, help="the first is not timed (at least 2)")
     p.add_argument("--compression", choices=["none", "fp16"], default="none", help="hvdkit only: gradient compression")
     args = p.parse_args()
 
