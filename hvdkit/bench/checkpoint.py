@@ -73,6 +73,7 @@ def run(megabytes: int = 256, rounds: int = 9, directory: str | None = None) -> 
         for i in range(rounds):
             for fn in order((plain_round, hvdkit_round), i):
                 fn(i)
+        store.discard_spare()
     med = {k: median(v) for k, v in res.items()}
     mb = nbytes / 1e6
     return {"model_mb": mb, "rounds": rounds, "seconds": med, "mb_per_s": {k: mb / v for k, v in med.items()},
@@ -144,6 +145,7 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = 12, directory: str
                 writer.wait()
                 times[mode].append(time.perf_counter() - t0)
                 store.flush()
+        store.discard_spare()
     stalls = {m: [t - n for t, n in zip(times[m], times["none"])] for m in ("blocking", "async")}
     return {"model_mb": side * side * 4 / 1e6, "rounds": rounds, "steps": steps,
             "step_s": median(times["none"]) / steps, "stall_s": {m: median(v) for m, v in stalls.items()},

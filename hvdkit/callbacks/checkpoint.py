@@ -139,11 +139,12 @@ class Checkpoint(Callback):
 
     def on_train_end(self, state: TrainState) -> None:
         """Wait for the background write and the deletion of old checkpoints: when ``fit`` returns, the
-        last checkpoint is durable and keep-N holds."""
+        last checkpoint is durable and the folder holds the ``keep`` newest (the spare file kept for the
+        next save to overwrite is deleted)."""
         try:
             self._writer.wait()
         finally:
-            self.store.flush()
+            self.store.discard_spare()
 
     # -- starting and resuming ---------------------------------------------------
     def _where(self) -> str:
