@@ -81,18 +81,26 @@ def run(megabytes: int = 256, rounds: int = 9, directory: str | None = None) -> 
             "load_ratios": ratios(res["torch_load"], res["hvdkit_load"]), "times": res}
 
 
-def stall(megabytes: int = 256, rounds: int = 5, steps: int = 12, directory: str | None = None) -> dict:
+def stall(megabytes: int = 256, rounds: int = 5, steps: int = 24, every: int = 4,
+          directory: str | None = None) -> dict:
     """Training stall per save: hvdkit's asynchronous checkpoint against a blocking ``torch.save``.
 
     One process trains a ``megabytes`` linear model (batch 16, one intra-op thread, as each of two
     ranks on two cores would). A round times the same ``steps`` training steps three ways, in
     alternating order (A B C, then C B A): with no save; with a blocking ``torch.save(state_dict)`` to
-    a file (fsynced) at the first step; and with hvdkit's ``Checkpoint(async_save=True)`` path (copy to
-    host memory, then serialise + checksum + fsync + atomic rename on a background thread), including
-    the wait for that write to be durable after the last step. As in the callback, the snapshot is
-    staged (``capture_staged``: host buffers reused from the previous round's save, parameters copied
-    while the next step's forward and backward run). The stall of a save is the round's time minus the
-    no-save time; ``async_over_blocking`` holds the per-round ratios of the two stalls.
+    a file (fsynced) every ``every`` steps; and with hvdkit's ``Checkpoint(async_save=True)`` path (copy
+    to host memory, then serialise + checksum + fsync + atomic rename on a background thread) every
+    ``every`` steps, including the wait for the last write to be durable after the last step. As in the
+    callback, a save first waits for the previous write, and the snapshot is staged (``capture_staged``:
+    host buffers reused from the previous save, parameters copied while the next step's forward and
+    backward run). The stall of a save is the round's time minus the no-save time, divided by the saves
+    in it; ``async_over_blocking`` holds the per-round ratios of the two stalls. Several saves a round make
+    the signal several times the round-to-round jitter of the steps (one save of 256 MB in 12 steps was
+    about 0.2 s against jitter of up to 0.1 s here); ``every`` steps (0.8 s at 256 MB) are longer than a
+    background write of the store's steady state (0.13-0.36 s), so the writes overlap training as they
+    would between epochs, and a write that does not fit is counted, since the next save waits for it.
+    The first ``keep + 1`` = 2 saves of the run create files, later ones overwrite a pruned one
+    (``hvdkit.core.checkpoint_store``); they fall in the first round.
     """
     import os
 
@@ -137,16 +145,18 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = 12, directory: str
             for mode in order(["none", "blocking", "async"], r):
                 t0 = time.perf_counter()
                 for s in range(steps):
-                    if s == 0 and mode == "blocking":
+                    if s % every == 0 and mode == "blocking":
                         blocking()
-                    elif s == 0 and mode == "async":
-                        background(r)
+                    elif s % every == 0 and mode == "async":
+                        writer.wait()  # as Checkpoint.save: one write in flight, then the snapshot
+                        background(r * steps + s)
                     step()
                 writer.wait()
                 times[mode].append(time.perf_counter() - t0)
                 store.flush()
         store.discard_spare()
-    stalls = {m: [t - n for t, n in zip(times[m], times["none"])] for m in ("blocking", "async")}
-    return {"model_mb": side * side * 4 / 1e6, "rounds": rounds, "steps": steps,
+    saves = -(-steps // every)
+    stalls = {m: [(t - n) / saves for t, n in zip(times[m], times["none"])] for m in ("blocking", "async")}
+    return {"model_mb": side * side * 4 / 1e6, "rounds": rounds, "steps": steps, "saves_per_round": saves,
             "step_s": median(times["none"]) / steps, "stall_s": {m: median(v) for m, v in stalls.items()},
             "async_over_blocking": ratios(stalls["async"], stalls["blocking"])}
