@@ -26,7 +26,7 @@ and the next save overwrites it in place instead of creating a file: its blocks 
 and its pages are still in the page cache, so the write is a copy into memory that is already there.
 A new file instead makes the kernel find and zero fresh pages and allocate blocks, and frees the old
 file's; here (a VM that hands freed memory back to its host) that made a 256 MB background save cost
-0.2-0.65 s of CPU instead of 0.08 s, CPU that training loses when no core is idle (docs/benchmarks.md).
+0.3-0.6 s of CPU instead of 0.08 s, CPU that training loses when no core is idle (docs/benchmarks.md).
 The price: between saves the folder holds one payload more than ``keep`` (during a save it did anyway),
 until :meth:`CheckpointStore.discard_spare` (the ``Checkpoint`` callback calls it when training ends),
 or the process exits. A payload with other hard links is deleted, never overwritten.
