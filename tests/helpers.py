@@ -51,7 +51,9 @@ def read_json(path: Path) -> dict:
 
 def tagged_json(stdout: str, tag: str) -> list[dict]:
     """The JSON objects printed after ``TAG `` (by each rank), read with ``raw_decode`` so that horovodrun's
-    ``[1,0]<stdout>:`` prefixes glued to the end of a line do not matter."""
+    ``[1,0]<stdout>:`` prefixes glued to the end of a line do not matter. The prefixes are removed first:
+    horovodrun tags each write it forwards, and one ``print`` can arrive as two (``TAG[1,0]<stdout>: {...``)."""
+    stdout = re.sub(r"\[\d+,\d+\]<std(?:out|err)>:", "", stdout)
     decoder, rows = json.JSONDecoder(), []
     for m in re.finditer(re.escape(tag) + " ", stdout):
         rows.append(decoder.raw_decode(stdout, m.end())[0])
