@@ -144,3 +144,16 @@ def test_precision_worker_pairs_fp32_and_bf16_in_one_job(tmp_path):
     q1, q3 = r["time_ratio_quartiles"]
     assert 0 < q1 <= r["time_ratio_median"] <= q3
     assert r["samples_per_s"]["bf16"] > 0 and r["samples_per_s"]["fp32"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_waiting_rank_worker_times_the_working_rank_and_the_waiting_threads_cpu(tmp_path):
+    from hvdkit.bench.launch import run_worker
+
+    r = run_worker("horovodrun", 2, "hvdkit.bench.workers.waiting_rank",
+                   ["--rounds", "3", "--matmuls", "20", "--threads", "2"], timeout=280)
+    assert r["size"] == 2 and r["threads_rank0"] == 2 and r["matmuls"] == 20
+    assert len(r["work_s"]) == 3 and all(t > 0 for t in r["work_s"])  # the first round is not in the median
+    assert len(r["waiting_cpu_s"]) == 1 and len(r["waiting_cpu_s"][0]) == 2  # rank 1, timed rounds
+    # patch 0007: the waiting rank blocks (spinning, it used 0.04-1.2 s per 2 s wait)
+    assert max(r["waiting_cpu_s"][0]) < 0.01, r
