@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hvdkit.bench.priority import NICE_VAR, job_env
 from hvdkit.runtime.tuning import runtime_defaults
 
 TIMEOUT = 900
@@ -29,6 +30,8 @@ def _env(tuned: bool) -> dict[str, str]:
     """The caller's environment; without hvdkit's tuned runtime settings unless ``tuned``."""
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.pop(NICE_VAR, None)  # only the driver's --nice decides the jobs' priority
+    env.update(job_env())
     if not tuned:
         for name in runtime_defaults(cpu=True):
             env.pop(name, None)

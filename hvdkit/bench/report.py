@@ -134,7 +134,8 @@ def markdown(results: Result, plots: list[Path]) -> str:
     """The results as a Markdown report."""
     lines = [f"Measured {results['date']} on {results['machine']}.", "",
              f"Command: `{results['command']}` ({results['rounds']} rounds; the implementations of each comparison "
-             "alternate A B B A ...; a verdict is met or missed only when the whole IQR is on one side of the goal)."]
+             "alternate A B B A ...; a verdict is met or missed only when the whole IQR is on one side of the goal).",
+             "", priority_line(results.get("priority")) + "."]
     for title, header, rows in tables(results):
         lines += ["", f"{title}:", "", "| " + " | ".join(header) + " |", "| --- " * len(header) + "|"]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -206,6 +207,18 @@ def _budget_plot(budget: Result, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def priority_line(prio: Result | None) -> str:
+    """What ``hvdkit.bench.priority.raise_priority`` did, in words."""
+    if not prio:
+        return "Priority: not recorded (a run before hvdkit bench raised its jobs' priority)"
+    if prio.get("raised"):
+        group = " and every job's session (autogroup)" if prio.get("autogroup") else ""
+        return (f"Priority: the benchmark and its jobs ran at nice {prio['nice']}{group}, so other work on the "
+                "machine kept a small share of the cores the jobs needed")
+    why = prio.get("why", "not raised")
+    return f"Priority: normal, other work on the machine shared the cores with the jobs ({why})"
 
 
 def load() -> dict[str, Any]:

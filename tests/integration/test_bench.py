@@ -1,8 +1,10 @@
 """``hvdkit bench`` runs its suites for real (quick sizes) and reports measured ratios, plots and JSON."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import REPO, requires_horovod
@@ -59,6 +61,29 @@ def test_bench_allreduce_and_checkpoint_quick_rounds(tmp_path):
     assert "allreduce bus bandwidth >= torch.distributed gloo" in report and "![allreduce](allreduce.png)" in report
     assert "Load average (1 minute) before and after" in report and "| whole run |" in report
     assert "Targets: median of the per-round values" in proc.stdout
+    if os.geteuid() == 0:  # CI: the bench ran at its default raised priority and says so
+        assert res["priority"] == {"nice": -10, "raised": True, "autogroup": res["priority"]["autogroup"]}
+        assert "Priority: the benchmark and its jobs ran at nice -10" in report
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("launcher, impl", [("horovodrun", "hvdkit"), ("torchrun", "torch_gloo")])
+def test_jobs_ranks_run_at_the_bench_priority_whatever_the_launcher(launcher, impl):
+    """horovodrun keeps its ranks in the job's session, torchrun gives each rank a session (autogroup) of its own:
+    either way the rank that writes the result ran at the driver's nice value, and so did its session."""
+    if os.geteuid() != 0:
+        pytest.skip("lowering a nice value needs CAP_SYS_NICE (CI runs as root)")
+    code = ("import json; from hvdkit.bench import priority; from hvdkit.bench.launch import run_worker; "
+            "priority.raise_priority(-4); "
+            f"r = run_worker({launcher!r}, 2, 'hvdkit.bench.workers.allreduce', "
+            f"['--impl', {impl!r}, '--max-mib', '1', '--rounds', '1']); print(json.dumps(r['priority']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=280, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    autogroup = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    expected_session = -4 if autogroup.exists() and autogroup.read_text().strip() == "1" else None
+    assert got == {"nice": -4, "session_nice": expected_session}
 
 
 @pytest.mark.timeout(600)

@@ -8,6 +8,7 @@ import os
 import time
 from typing import Any
 
+from hvdkit.bench.priority import current_priority
 from hvdkit.bench.stats import median, quartiles
 from hvdkit.core import Callback
 
@@ -16,7 +17,8 @@ __all__ = ["EpochTimer", "add_delta", "iterations_for", "median", "model_argumen
 
 
 def write_result(path: str, result: dict) -> None:
-    """Rank 0 writes ``result`` as JSON to ``path``."""
+    """Rank 0 writes ``result`` as JSON to ``path``, with the priority it ran at (``hvdkit.bench.priority``)."""
+    result = {**result, "priority": current_priority()}
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(result, f, indent=2)
