@@ -2,7 +2,8 @@
 # CUDA/NCCL check on a GPU machine that already has a CUDA build of PyTorch, nvcc and NCCL (for
 # example the NVIDIA pip wheel nvidia-nccl-cu*): builds Horovod through hvdkit's patched build
 # path with HOROVOD_GPU_OPERATIONS=NCCL for the frameworks present, runs `hvdkit doctor`, then a
-# 1-process NCCL allreduce and DistributedOptimizer steps on the GPU.
+# 1-process NCCL allreduce and DistributedOptimizer steps on the GPU, then hvdkit's Trainer on CUDA
+# (tests/workers/gpu_trainer.py).
 #   scripts/gpu-check.sh OUT_DIR
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -40,3 +41,6 @@ cp "${HVDKIT_CACHE_DIR:-$HOME/.cache/hvdkit}"/logs/horovod-*.log "$out/" 2>/dev/
 [ "$rc" -eq 0 ] || exit "$rc"
 "$py" -m hvdkit doctor | tee "$out/doctor.txt" || true
 horovodrun -np 1 -H localhost:1 --gloo "$py" "$repo/tests/workers/gpu_allreduce.py" "$out" 2>&1 | tee "$out/run.txt"
+# hvdkit's Trainer on CUDA: every precision, async checkpoints of CUDA state restored, SyncBatchNorm,
+# fp16 compression (exits 1 when a check fails).
+horovodrun -np 1 -H localhost:1 --gloo "$py" "$repo/tests/workers/gpu_trainer.py" "$out" 2>&1 | tee "$out/trainer.txt"
