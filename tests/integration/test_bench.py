@@ -98,7 +98,12 @@ def test_bench_throughput_and_keras_quick_rounds(tmp_path):
     # alternating jobs: one value per round; epochs alternating in one job (adapter overhead): 3 x rounds
     assert _check_targets(res, "throughput") == [2, 2, 2, 6, 6]
     assert {j["compression"] for j in tp["runs"]["hvdkit 2 procs, fp16 compression"]["rounds"]} == {"fp16"}
-    assert _check_targets(res, "keras") == [2, 2, 2]
+    # fit vs the tape loop: epochs alternating in one job, 3 x rounds timed (two untimed warm-up rounds first)
+    assert _check_targets(res, "keras") == [2, 2, 6]
+    paired = ks["paired"]["fit vs tape loop, 2 procs"]
+    assert len(paired["epoch_times"]["fit"]) == len(paired["epoch_times"]["tape"]) == 8
+    assert paired["knobs"]["fit_data"] == "dataset" and paired["steps"] == 10
+    assert "Keras model.fit vs the tape loop, epochs alternating in one job" in report
     assert "hvdkit (torch) 2 procs vs PyTorch DDP" in report
 
 
