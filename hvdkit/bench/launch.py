@@ -70,6 +70,10 @@ def run_worker(launcher: str, np: int, module: str, args: Sequence[str], *, tune
             cmd = ["horovodrun", "-np", str(np), "-H", f"localhost:{np}", *gloo, *launcher_args, py, "-m",
                    module, *wargs]
             return _run(cmd, env, out, timeout)
+        if launcher == "python":  # one process, no launcher: a job of its own all the same (new session)
+            if np != 1:
+                raise ValueError(f"the python launcher runs one process, got np={np}")
+            return _run([py, "-m", module, *wargs], env, out, timeout)
         if launcher == "torchrun":
             cmd = [py, "-m", "torch.distributed.run", "--nproc-per-node", str(np), "--master-port",
                    str(_free_port()), "-m", module, *wargs]
@@ -97,5 +101,5 @@ def run_worker(launcher: str, np: int, module: str, args: Sequence[str], *, tune
             if any(p.returncode != 0 for p in procs) or not out.exists():
                 raise BenchError("TF_CONFIG workers failed:\n" + "\n".join(o[-2000:] for o in outputs))
             return json.loads(out.read_text())
-        raise ValueError(f"launcher must be horovodrun, horovodrun-gloo, torchrun, mpirun or tf_config, "
+        raise ValueError(f"launcher must be python, horovodrun, horovodrun-gloo, torchrun, mpirun or tf_config, "
                          f"got {launcher!r}")

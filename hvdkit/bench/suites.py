@@ -27,6 +27,7 @@ TK = "hvdkit.bench.workers.train_keras"
 AO = "hvdkit.bench.workers.adapter_overhead"
 PR = "hvdkit.bench.workers.precision"
 KO = "hvdkit.bench.workers.keras_overhead"
+CK = "hvdkit.bench.workers.checkpoint"
 
 
 def in_job_rounds(rounds: int) -> int:
@@ -166,16 +167,16 @@ def keras(quick: bool, rounds: int, log: Log) -> Result:
 
 
 def checkpoint(quick: bool, rounds: int, log: Log) -> Result:
-    """hvdkit's atomic checkpoint save/restore against torch.save/torch.load, alternating in one process."""
-    from hvdkit.bench.checkpoint import run, stall
-
+    """hvdkit's atomic checkpoint save/restore against torch.save/torch.load, alternating in one process (a
+    job of its own, at the bench's priority: ``hvdkit.bench.workers.checkpoint``)."""
     log = prefixed(log, "checkpoint")
     mb = 64 if quick else 256
-    log(f"save/restore, {in_job_rounds(rounds)} rounds alternating")
-    r = run(megabytes=mb, rounds=in_job_rounds(rounds))
-    log(f"training stall per save, async vs blocking torch.save, {rounds} rounds alternating")
-    st = stall(megabytes=mb, rounds=rounds)
-    return {"result": r, "stall": st, "targets": [
+    log(f"save/restore, {in_job_rounds(rounds)} rounds alternating; then the training stall per save, async vs "
+        f"blocking torch.save, {rounds} rounds alternating")
+    job = run_worker("python", 1, CK, ["--megabytes", str(mb), "--rounds", str(in_job_rounds(rounds)),
+                                       "--stall-rounds", str(rounds)])
+    r, st = job["result"], job["stall"]
+    return {"result": r, "stall": st, "priority": job["priority"], "targets": [
         target("async checkpoint stall per save / blocking torch.save stall", st["async_over_blocking"], 0.10,
                lower_is_better=True),
         target("checkpoint save throughput vs torch.save", r["save_ratios"], 0.80),

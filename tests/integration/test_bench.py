@@ -67,16 +67,21 @@ def test_bench_allreduce_and_checkpoint_quick_rounds(tmp_path):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("launcher, impl", [("horovodrun", "hvdkit"), ("torchrun", "torch_gloo")])
-def test_jobs_ranks_run_at_the_bench_priority_whatever_the_launcher(launcher, impl):
-    """horovodrun keeps its ranks in the job's session, torchrun gives each rank a session (autogroup) of its own:
-    either way the rank that writes the result ran at the driver's nice value, and so did its session."""
+@pytest.mark.parametrize("launcher, np, module, args", [
+    ("horovodrun", 2, "allreduce", ["--impl", "hvdkit", "--max-mib", "1", "--rounds", "1"]),
+    ("torchrun", 2, "allreduce", ["--impl", "torch_gloo", "--max-mib", "1", "--rounds", "1"]),
+    ("python", 1, "checkpoint", ["--megabytes", "4", "--rounds", "2", "--stall-rounds", "2"]),
+])
+def test_jobs_ranks_run_at_the_bench_priority_whatever_the_launcher(launcher, np, module, args):
+    """horovodrun keeps its ranks in the job's session, torchrun gives each rank a session (autogroup) of its own,
+    the checkpoint suite's one process runs in a session of its own: either way the rank that writes the result
+    ran at the driver's nice value, and so did its session."""
     if os.geteuid() != 0:
         pytest.skip("lowering a nice value needs CAP_SYS_NICE (CI runs as root)")
     code = ("import json; from hvdkit.bench import priority; from hvdkit.bench.launch import run_worker; "
             "priority.raise_priority(-4); "
-            f"r = run_worker({launcher!r}, 2, 'hvdkit.bench.workers.allreduce', "
-            f"['--impl', {impl!r}, '--max-mib', '1', '--rounds', '1']); print(json.dumps(r['priority']))")
+            f"r = run_worker({launcher!r}, {np}, 'hvdkit.bench.workers.{module}', {args!r}); "
+            "print(json.dumps(r['priority']))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=280, cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
