@@ -19,3 +19,16 @@ def test_model_sizes_and_timed_rounds_are_checked_before_anything_runs(capsys):
         assert message in capsys.readouterr().err
     q = model_arguments(argparse.ArgumentParser(), steps=30)
     assert q.parse_args(["--results", "r.json"]).steps == 30
+
+
+@pytest.mark.parametrize("warmup", ["4", "-1"])
+def test_keras_overhead_refuses_a_warmup_that_leaves_no_round_timed(monkeypatch, capsys, warmup):
+    from hvdkit.bench.workers import keras_overhead
+
+    monkeypatch.setattr("sys.argv", ["keras_overhead", "--results", "r.json", "--rounds", "4", "--warmup", warmup])
+    with pytest.raises(SystemExit):
+        keras_overhead.parse_args()
+    assert (f"argument --warmup: must be an integer from 0 to --rounds - 1 (3: at least one round timed), "
+            f"got {warmup}") in capsys.readouterr().err
+    monkeypatch.setattr("sys.argv", ["keras_overhead", "--results", "r.json", "--rounds", "4", "--warmup", "3"])
+    assert keras_overhead.parse_args().warmup == 3

@@ -46,7 +46,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--thread-report", action="store_true",
                    help="CPU time and involuntary context switches per thread name (Linux /proc), per loop")
     p.add_argument("--order", choices=["abba", "fit-first", "tape-first"], default="abba")
-    return p.parse_args()
+    args = p.parse_args()
+    if not 0 <= args.warmup < args.rounds:
+        p.error(f"argument --warmup: must be an integer from 0 to --rounds - 1 ({args.rounds - 1}: at least one "
+                f"round timed), got {args.warmup}")
+    return args
 
 
 def main() -> None:
