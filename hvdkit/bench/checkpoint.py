@@ -86,21 +86,24 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = 24, every: int = 4
     """Training stall per save: hvdkit's asynchronous checkpoint against a blocking ``torch.save``.
 
     One process trains a ``megabytes`` linear model (batch 16, one intra-op thread, as each of two
-    ranks on two cores would). A round times the same ``steps`` training steps three ways, in
-    alternating order (A B C, then C B A): with no save; with a blocking ``torch.save(state_dict)`` to
-    a file (fsynced) every ``every`` steps; and with hvdkit's ``Checkpoint(async_save=True)`` path (copy
-    to host memory, then serialise + checksum + fsync + atomic rename on a background thread) every
-    ``every`` steps, including the wait for the last write to be durable after the last step. As in the
-    callback, a save first waits for the previous write, and the snapshot is staged (``capture_staged``:
-    host buffers reused from the previous save, parameters copied while the next step's forward and
-    backward run). The stall of a save is the round's time minus the no-save time, divided by the saves
-    in it; ``async_over_blocking`` holds the per-round ratios of the two stalls. Several saves a round make
-    the signal several times the round-to-round jitter of the steps (one save of 256 MB in 12 steps was
-    about 0.2 s against jitter of up to 0.1 s here); ``every`` steps (0.8 s at 256 MB) are longer than a
-    background write of the store's steady state (0.13-0.36 s), so the writes overlap training as they
-    would between epochs, and a write that does not fit is counted, since the next save waits for it.
-    The first ``keep + 1`` = 2 saves of the run create files, later ones overwrite a pruned one
-    (``hvdkit.core.checkpoint_store``); they fall in the first round.
+    ranks on two cores would). A round times ``steps`` training steps three ways: with no save; with a
+    blocking ``torch.save(state_dict)`` to a file (fsynced) every ``every`` steps; and with hvdkit's
+    ``Checkpoint(async_save=True)`` path (copy to host memory, then serialise + checksum + fsync + atomic
+    rename on a background thread) every ``every`` steps. The three alternate window by window, a window
+    being the ``every`` steps that follow one save (A B C, then C B A, ...): a machine whose speed drifts
+    over seconds then slows the three alike, which whole 12 s rounds per mode did not (on this project's
+    VM the async stall measured that way came out negative in 4 rounds of 5: a round with six async saves
+    ran faster than the round with none). An async
+    window ends when its write is durable: the write, run beside the window's steps as it would beside
+    training, is counted in it and never runs into another mode's window. As in the callback, a save
+    first waits for the previous write, and the snapshot is staged (``capture_staged``: host buffers
+    reused from the previous save, parameters copied while the next step's forward and backward run).
+    The stall of a save is the round's time in that mode minus its time with no save, divided by the saves
+    in it; ``async_over_blocking`` holds the per-round ratios of the two stalls. ``every`` steps (2 s at
+    256 MB here) are longer than a background write of the store's steady state (0.13-0.36 s), so the
+    write overlaps training as it would between epochs. The first ``keep + 1`` = 2 saves of the run create
+    files, later ones overwrite a pruned one (``hvdkit.core.checkpoint_store``); they fall in the first
+    round.
     """
     import os
 
@@ -140,22 +143,27 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = 24, every: int = 4
             writer.submit(lambda: store.save(lambda f: ops.dump(snap, f), epoch=i, global_step=i,
                                              world_size=1, framework="torch"))
 
+        saves = -(-steps // every)
         step()  # warm-up
         for r in range(rounds):
-            for mode in order(["none", "blocking", "async"], r):
-                t0 = time.perf_counter()
-                for s in range(steps):
-                    if s % every == 0 and mode == "blocking":
-                        blocking()
-                    elif s % every == 0 and mode == "async":
-                        writer.wait()  # as Checkpoint.save: one write in flight, then the snapshot
-                        background(r * steps + s)
-                    step()
-                writer.wait()
-                times[mode].append(time.perf_counter() - t0)
-                store.flush()
+            spent = dict.fromkeys(times, 0.0)
+            for w in range(saves):  # one window of `every` steps per mode, the modes alternating window by window
+                for mode in order(["none", "blocking", "async"], r * saves + w):
+                    t0 = time.perf_counter()
+                    for s in range(min(every, steps - w * every)):
+                        if s == 0 and mode == "blocking":
+                            blocking()
+                        elif s == 0 and mode == "async":
+                            writer.wait()  # as Checkpoint.save: one write in flight, then the snapshot
+                            background(r * saves + w)
+                        step()
+                    if mode == "async":
+                        writer.wait()  # the write counts in its own window, never in another mode's
+                    spent[mode] += time.perf_counter() - t0
+                    store.flush()  # pruning runs on a background thread, untimed (in training it overlaps)
+            for mode, t in spent.items():
+                times[mode].append(t)
         store.discard_spare()
-    saves = -(-steps // every)
     stalls = {m: [(t - n) / saves for t, n in zip(times[m], times["none"])] for m in ("blocking", "async")}
     return {"model_mb": side * side * 4 / 1e6, "rounds": rounds, "steps": steps, "saves_per_round": saves,
             "step_s": median(times["none"]) / steps, "stall_s": {m: median(v) for m, v in stalls.items()},
