@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "with --quick 2; at least 2, so that each result has a spread); comparisons that alternate "
                         "epochs or saves inside one job take 3x as many")
     p.add_argument("--nice", type=int, default=priority.DEFAULT_NICE,
-                   help=f"nice value (-20 to 19) for the benchmark and every job it starts (default "
+                   help=f"nice value (-20 to 0) for the benchmark and every job it starts (default "
                         f"{priority.DEFAULT_NICE}: other work on the machine keeps about a tenth of a core the jobs "
                         "need; needs CAP_SYS_NICE, else the run goes on at normal priority and says so); 0 measures "
                         "at normal priority, sharing the machine with whatever else runs")
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     def log(msg: str) -> None:
         print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
-    log(report.priority_line(prio))
+    log(report.priority_line(prio))  # what was asked for; the report also counts what the jobs got
     for name in chosen:
         before = report.load()
         log(f"{name}: load average {before['load1']:.2f} on {before['cpus']} CPUs")

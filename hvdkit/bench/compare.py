@@ -3,8 +3,9 @@ within each other's IQR?
 
     python -m hvdkit.bench.compare quiet/results.json burner/results.json [--names quiet burner]
 
-Prints a Markdown table (one row per target found in both runs) and a summary line; exits 0 when
-every verdict agrees, 1 otherwise (also when the runs share no target). This is how
+Prints a Markdown table (one row per target found in both runs), a summary line, each run's priority and
+the targets only one of them has; exits 0 when every verdict agrees, 1 otherwise (also when the runs share
+no target). This is how
 docs/benchmarks.md checks that a run on a quiet machine and a run beside a CPU burner say the same
 thing.
 """
@@ -17,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hvdkit.bench.report import targets
+from hvdkit.bench.report import job_sessions, priority_line, targets
 
 
 def _within(value: float, iqr: list[float]) -> bool:
@@ -46,6 +47,12 @@ def compare(first: dict[str, Any], second: dict[str, Any]) -> list[dict[str, Any
             rows.append({"target": a["target"], "goal": a["goal"], "lower_is_better": a.get("lower_is_better", False),
                          "first": a, "second": b, "medians": overlap(a, b), "agree": a["verdict"] == b["verdict"]})
     return rows
+
+
+def unmatched(run: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """The targets of ``run`` that ``other`` does not have (a target renamed between versions, a suite not run)."""
+    theirs = {t["target"] for t in targets(other)}
+    return [t["target"] for t in targets(run) if t["target"] not in theirs]
 
 
 def _cell(t: dict[str, Any]) -> str:
@@ -90,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     rows = compare(*runs)
     print(markdown(rows, (args.names[0], args.names[1])), end="")
+    for name, run, other in ((args.names[0], runs[0], runs[1]), (args.names[1], runs[1], runs[0])):
+        print(f"\n{name}: {priority_line(run.get('priority'), job_sessions(run))}.", end="")
+        only = unmatched(run, other)
+        if only:
+            print(f" Targets only in {name}, not compared: " + "; ".join(only) + ".", end="")
+    print()
     return 0 if rows and all(r["agree"] for r in rows) else 1
 
 

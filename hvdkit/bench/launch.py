@@ -72,7 +72,7 @@ def run_worker(launcher: str, np: int, module: str, args: Sequence[str], *, tune
             return _run(cmd, env, out, timeout)
         if launcher == "python":  # one process, no launcher: a job of its own all the same (new session)
             if np != 1:
-                raise ValueError(f"the python launcher runs one process, got np={np}")
+                raise ValueError(f"np must be 1 for the python launcher (one process), got {np}")
             return _run([py, "-m", module, *wargs], env, out, timeout)
         if launcher == "torchrun":
             cmd = [py, "-m", "torch.distributed.run", "--nproc-per-node", str(np), "--master-port",

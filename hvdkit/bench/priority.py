@@ -15,13 +15,17 @@ of every job it starts, and records whether it could (``results.json``, ``report
   nice value through ``/proc/self/autogroup`` (``apply_session_nice``, called when a worker starts).
 
 Lowering a nice value needs ``CAP_SYS_NICE`` (root, or ``setcap``). Without it the run goes on at
-normal priority and says so. ``hvdkit bench --nice 0`` measures at normal priority on purpose, e.g. to
-see how the implementations share an oversubscribed machine.
+normal priority and says so; a rank whose session could not take the value says so on its stderr, and the
+report counts the jobs whose sessions ran at it. ``hvdkit bench --nice 0`` measures at normal priority on
+purpose, e.g. to see how the implementations share an oversubscribed machine.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,18 +33,25 @@ from typing import Any
 #: The nice value ``hvdkit bench`` asks for by default.
 DEFAULT_NICE = -10
 
-#: The environment variable that carries the nice value from the driver to the ranks.
+#: The environment variables that carry the driver's nice value and its own session id to the ranks.
 NICE_VAR = "HVDKIT_BENCH_NICE"
+SID_VAR = "HVDKIT_BENCH_SID"
 
 AUTOGROUP_SWITCH = Path("/proc/sys/kernel/sched_autogroup_enabled")
+SESSION_FILE = Path("/proc/self/autogroup")
+
+#: Without CAP_SYS_ADMIN the kernel takes one change of a session's nice value per 100 ms and answers
+#: EAGAIN to the others (two torchrun ranks starting together): so many tries, 0.1 s apart.
+SESSION_TRIES = 10
 
 _job_nice: int | None = None
 
 
-def check_nice(value: int) -> int:
-    """``value`` if it is a valid nice value (-20 to 19), else a ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, int) or not -20 <= value <= 19:
-        raise ValueError(f"--nice must be an integer from -20 to 19, got {value!r}")
+def check_nice(value: int, name: str = "--nice") -> int:
+    """``value`` if it is a nice value the bench can run at (-20 to 0: 0 is normal priority, lower is
+    higher priority), else a ValueError naming ``name``, the value and the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not -20 <= value <= 0:
+        raise ValueError(f"{name} must be an integer from -20 (highest priority) to 0 (normal), got {value!r}")
     return value
 
 
@@ -55,11 +66,11 @@ def raise_priority(nice: int = DEFAULT_NICE) -> dict[str, Any]:
     """Set this process's nice value to ``nice`` and have every job started after it use the same.
 
     Returns what was done, for the report: ``{"nice": requested, "raised": bool, "autogroup": bool,
-    "why": reason when not raised}``. ``nice`` 0 (or more) leaves the priority alone."""
+    "why": reason when not raised}``. ``nice`` 0 leaves the priority alone."""
     global _job_nice
     check_nice(nice)
     state: dict[str, Any] = {"nice": nice, "raised": False, "autogroup": _autogroup()}
-    if nice >= 0:
+    if nice == 0:
         _job_nice = None
         state["why"] = f"not asked for (--nice {nice})"
         return state
@@ -75,8 +86,14 @@ def raise_priority(nice: int = DEFAULT_NICE) -> dict[str, Any]:
 
 
 def job_env() -> dict[str, str]:
-    """What a job's environment needs for its ranks to take the raised priority (empty at normal priority)."""
-    return {} if _job_nice is None else {NICE_VAR: str(_job_nice)}
+    """What a job's environment needs for its ranks to take the raised priority (empty at normal priority):
+    the nice value, and this process's session, which the ranks must leave alone (it is the caller's)."""
+    return {} if _job_nice is None else {NICE_VAR: str(_job_nice), SID_VAR: str(os.getsid(0))}
+
+
+def _write_session_nice(nice: int) -> None:
+    with open(SESSION_FILE, "w") as f:
+        f.write(str(nice))
 
 
 def apply_session_nice(environ: Mapping[str, str] | None = None) -> bool:
@@ -91,22 +108,36 @@ def apply_session_nice(environ: Mapping[str, str] | None = None) -> bool:
     if not value:
         return False
     try:
-        nice = check_nice(int(value))
+        nice = check_nice(int(value), NICE_VAR)
     except ValueError:
-        raise ValueError(f"{NICE_VAR} must be an integer from -20 to 19, got {value!r}") from None
-    try:
-        with open("/proc/self/autogroup", "w") as f:
-            f.write(str(nice))
-    except OSError:  # no autogroup in this kernel: the per-process nice value inherited from the driver applies
-        return False
-    return True
+        raise ValueError(f"{NICE_VAR} must be an integer from -20 (highest priority) to 0 (normal), "
+                         f"got {value!r}") from None
+    if env.get(SID_VAR) == str(os.getsid(0)):
+        return False  # still in the driver's session, i.e. the caller's (a job started without a session)
+    for attempt in range(SESSION_TRIES):
+        try:
+            _write_session_nice(nice)
+            return True
+        except OSError as exc:
+            if exc.errno == errno.EAGAIN and attempt + 1 < SESSION_TRIES:
+                time.sleep(0.1)  # the kernel's rate limit on changing a session's nice value (see SESSION_TRIES)
+                continue
+            if exc.errno == errno.ENOENT:  # no autogroup in this kernel: the inherited process nice value applies
+                return False
+            print(f"hvdkit bench: this rank's session keeps its priority: setting its nice value to {nice} in "
+                  f"{SESSION_FILE} failed: {exc}", file=sys.stderr, flush=True)
+            return False
+    return False
 
 
 def current_priority() -> dict[str, int | None]:
-    """This process's nice value and its session's (autogroup) nice value, None without autogroup."""
+    """This process's nice value and its session's (autogroup) nice value, None where autogroup is off or
+    not in the kernel."""
     session: int | None = None
+    if not _autogroup():
+        return {"nice": os.getpriority(os.PRIO_PROCESS, 0), "session_nice": None}
     try:
-        session = int(Path("/proc/self/autogroup").read_text().split("nice")[1])
+        session = int(SESSION_FILE.read_text().split("nice")[1])
     except (OSError, IndexError, ValueError):
         pass
     return {"nice": os.getpriority(os.PRIO_PROCESS, 0), "session_nice": session}

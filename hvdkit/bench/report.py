@@ -142,7 +142,7 @@ def markdown(results: Result, plots: list[Path]) -> str:
     lines = [f"Measured {results['date']} on {results['machine']}.", "",
              f"Command: `{results['command']}` ({results['rounds']} rounds; the implementations of each comparison "
              "alternate A B B A ...; a verdict is met or missed only when the whole IQR is on one side of the goal).",
-             "", priority_line(results.get("priority")) + "."]
+             "", priority_line(results.get("priority"), job_sessions(results)) + "."]
     for title, header, rows in tables(results):
         lines += ["", f"{title}:", "", "| " + " | ".join(header) + " |", "| --- " * len(header) + "|"]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -216,16 +216,45 @@ def _budget_plot(budget: Result, path: Path) -> Path:
     return path
 
 
-def priority_line(prio: Result | None) -> str:
-    """What ``hvdkit.bench.priority.raise_priority`` did, in words."""
+def job_sessions(results: Result) -> list[int | None]:
+    """The session (autogroup) nice value every job recorded (``hvdkit.bench.workers.common.write_result``),
+    found anywhere in the suites' results."""
+    found: list[int | None] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            prio = node.get("priority")
+            if isinstance(prio, dict) and "session_nice" in prio:
+                found.append(prio["session_nice"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(results.get("suites", {}))
+    return found
+
+
+def priority_line(prio: Result | None, sessions: list[int | None] | None = None) -> str:
+    """What ``hvdkit.bench.priority.raise_priority`` did, in words, and (``sessions``: :func:`job_sessions`)
+    how many jobs' sessions ran at that nice value."""
     if not prio:
         return "Priority: not recorded (a run before hvdkit bench raised its jobs' priority)"
-    if prio.get("raised"):
-        group = " and every job's session (autogroup)" if prio.get("autogroup") else ""
-        return (f"Priority: the benchmark and its jobs ran at nice {prio['nice']}{group}, so other work on the "
-                "machine kept a small share of the cores the jobs needed")
-    why = prio.get("why", "not raised")
-    return f"Priority: normal, other work on the machine shared the cores with the jobs ({why})"
+    if not prio.get("raised"):
+        why = prio.get("why", "not raised")
+        return f"Priority: normal, other work on the machine shared the cores with the jobs ({why})"
+    line = (f"Priority: the benchmark and its jobs ran at nice {prio['nice']}, so other work on the machine kept a "
+            "small share of the cores the jobs needed")
+    if sessions is None:
+        return line
+    if not prio.get("autogroup"):
+        return line + " (no autogroup: the jobs' processes inherited the nice value)"
+    at = sum(1 for s in sessions if s == prio["nice"])
+    if at == len(sessions):
+        return line + f"; every job's session (autogroup) was at nice {prio['nice']} ({at} jobs)"
+    return (line + f"; but only {at} of {len(sessions)} jobs' sessions (autogroup) were at nice {prio['nice']}, the "
+            "others competed at their own")
 
 
 def load() -> dict[str, Any]:

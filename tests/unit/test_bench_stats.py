@@ -104,6 +104,8 @@ def test_compare_two_runs_target_by_target(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| quiet: median (IQR) | burner: median (IQR) |" in out and "Verdicts agree on 2 of 3 targets." in out
     assert "met / UNCLEAR (spread crosses target) (DIFFER)" in out
+    assert "Targets only in quiet, not compared: only quiet." in out and "Targets only in burner" not in out
+    assert "quiet: Priority: not recorded" in out  # these runs record no priority
     assert compare.main([str(tmp_path / "q.json"), str(tmp_path / "q.json")]) == 0
     (tmp_path / "bad.json").write_text("[]")
     assert compare.main([str(tmp_path / "bad.json"), str(tmp_path / "q.json")]) == 2
