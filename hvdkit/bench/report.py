@@ -252,7 +252,7 @@ def priority_line(prio: Result | None, sessions: list[int | None] | None = None)
         return line + " (no autogroup: the jobs' processes inherited the nice value)"
     at = sum(1 for s in sessions if s == prio["nice"])
     if at == len(sessions):
-        return line + f"; every job's session (autogroup) was at nice {prio['nice']} ({at} jobs)"
+        return line + f"; every job's session (autogroup) was at nice {prio['nice']} ({at} job{'' if at == 1 else 's'})"
     return (line + f"; but only {at} of {len(sessions)} jobs' sessions (autogroup) were at nice {prio['nice']}, the "
             "others competed at their own")
 
