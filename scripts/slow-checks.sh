@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Checks too slow for CI's 60-minute budget, in one place. Run them all (no argument) or by name:
-#   scripts/slow-checks.sh [pythons] [upstream-tf] [cuda-image]
+#   scripts/slow-checks.sh [tests] [pythons] [upstream-tf] [cuda-image]
+#   tests        the test-suite tests marked slow_check, which CI deselects (python -m pytest --slow-checks
+#                -m slow_check): upstream's TensorFlow 2 elastic scenarios, the bench's throughput + Keras
+#                and scaling suites run whole, upstream's tensorflow2_synthetic_benchmark.py example.
 #   pythons      Horovod build + 2-process job on Python 3.12 and 3.13 (CI checks 3.13 only)
 #                (tests/integration/test_python_versions.py).
 #   upstream-tf  upstream Horovod v0.28.1's test_tensorflow.py through hvdkit.tensorflow at np=2, with
@@ -14,7 +17,7 @@
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 sections=("$@")
-((${#sections[@]})) || sections=(pythons upstream-tf cuda-image)
+((${#sections[@]})) || sections=(tests pythons upstream-tf cuda-image)
 bash "$repo/scripts/bootstrap.sh" || exit 1
 HVDKIT_HOME=${HVDKIT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdkit}
 # shellcheck disable=SC1091
@@ -25,11 +28,12 @@ for s in "${sections[@]}"; do
   start=$(date +%s)
   echo "=== slow check: $s"
   case "$s" in
+    tests) python -m pytest -q -p no:cacheprovider --slow-checks -m slow_check ;;
     pythons) HVDKIT_TEST_PYTHONS="3.12 3.13" CI=true python -m pytest -q -p no:cacheprovider \
                tests/integration/test_python_versions.py ;;
     upstream-tf) bash "$repo/scripts/upstream-tf-suite.sh" ;;
     cuda-image) bash "$repo/scripts/cuda-image-check.sh" ;;
-    *) echo "unknown section: $s (known: pythons upstream-tf cuda-image)"; false ;;
+    *) echo "unknown section: $s (known: tests pythons upstream-tf cuda-image)"; false ;;
   esac
   rc=$?
   echo "=== $s: $([ $rc -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"

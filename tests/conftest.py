@@ -23,3 +23,26 @@ def _environ_per_module():
     if os.environ != saved:
         os.environ.clear()
         os.environ.update(saved)
+
+
+SLOW_CHECK_NOTE = ("slow_check tests (too slow for CI's 60-minute budget) are left out; scripts/slow-checks.sh runs "
+                   "them (python -m pytest --slow-checks -m slow_check)")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slow-checks", action="store_true",
+                     help="also run the tests marked slow_check (scripts/slow-checks.sh passes it)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect (not skip) the ``slow_check`` tests unless ``--slow-checks`` is given; the header says so."""
+    if config.getoption("--slow-checks"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow_check")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow_check")]
+
+
+def pytest_report_header(config):
+    return None if config.getoption("--slow-checks") else SLOW_CHECK_NOTE

@@ -1,4 +1,9 @@
-"""``hvdkit bench`` runs its suites for real (quick sizes) and reports measured ratios, plots and JSON."""
+"""``hvdkit bench`` runs its suites for real (quick sizes) and reports measured ratios, plots and JSON.
+
+CI runs the allreduce and checkpoint suites end to end (about 2 minutes on its 2-core machine) and every
+worker alone; the throughput + Keras suites (about 5 minutes there) and the scaling suite (about 2) are
+``slow_check`` tests, run by ``scripts/slow-checks.sh``.
+"""
 
 import json
 import os
@@ -96,6 +101,7 @@ def test_jobs_ranks_run_at_the_bench_priority_whatever_the_launcher(launcher, np
     assert got == {"nice": -4, "session_nice": expected_session}
 
 
+@pytest.mark.slow_check  # scripts/slow-checks.sh; see the module docstring
 @pytest.mark.timeout(600)
 def test_bench_throughput_and_keras_quick_rounds(tmp_path):
     _proc, res, report = _bench(tmp_path, "throughput", "keras", timeout=580)
@@ -117,6 +123,7 @@ def test_bench_throughput_and_keras_quick_rounds(tmp_path):
     assert "hvdkit (torch) 2 procs vs PyTorch DDP" in report
 
 
+@pytest.mark.slow_check  # scripts/slow-checks.sh; see the module docstring
 @pytest.mark.timeout(400)
 def test_bench_scaling_quick_rounds_budget(tmp_path):
     """The scaling suite: baseline, no-communication ceiling and two settings alternate; every job's step is

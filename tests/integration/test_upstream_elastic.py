@@ -6,7 +6,8 @@ are copied into a temporary folder, never edited in place. Upstream's tests laun
 themselves (``horovodrun`` with a host discovery script over ``localhost`` and ``127.0.0.1``, in the pytest
 process) on the training scripts ``integration/data/elastic_{torch,tensorflow2}_main.py``, and check what
 rank 0 logs each epoch: hosts added and removed, a single rank failing (by exception and by kill), fault
-tolerance without scaling, all ranks failing, the reset limit, blacklisted hosts coming back.
+tolerance without scaling, all ranks failing, the reset limit, blacklisted hosts coming back (deselected
+here; see below).
 
 The copy's changes, each asserted to match exactly once:
 - both training scripts: the import line (``import horovod.torch as hvd`` -> ``import hvdkit.torch as hvd``,
@@ -19,6 +20,20 @@ The copy's changes, each asserted to match exactly once:
   that run). (The raw ``horovod.tensorflow`` never gets that far on Keras 3: its ``TensorFlowKerasState``
   calls ``optimizer.variables()``, a list in Keras 3, and fails when the state is created.)
 - a one-line ``mock`` module maps the ``mock`` backport onto ``unittest.mock``.
+
+CI runs the torch file (about 2.5 minutes on its 2-core machine); the TensorFlow 2 file (about 9 minutes
+there, 2026-11-26) is a ``slow_check``, run by ``scripts/slow-checks.sh``.
+
+Deselected here (``--deselect``, nothing edited): ``test_resurrecting_blacklisted_hosts_exponential_backoff``
+in both files. Its outcome depends on wall-clock timing that upstream assumes, not on the training script:
+the blacklisted host comes back 2 s after the failure (``--blacklist-cooldown-range 1 2``), and the test
+passes only if the driver's notice reaches rank 0 during the 0.25 s ``--epoch-wait`` at the end of epoch 2.
+On a machine where ten batches take longer than that sleep the notice lands inside epoch 3 instead, the
+host rejoins after the ``(3, 0)`` failure point, and epoch 4 runs at size 4 where the test expects 2. On
+this 2-core CI machine (AMD EPYC, 2026-11-26) it failed that way 3 times out of 3 with raw
+``horovod.torch`` (upstream's script unedited: 46, 43 and 58 s) and in both runs through hvdkit, with the
+same log; it passed here in earlier CI runs on a faster CPU. Blacklisting and resurrection are Horovod's
+driver's (``horovod.runner``), which hvdkit does not replace.
 
 Skipped by upstream itself, and left so (``skipTest`` in upstream's files, with these reasons): in both files
 ``test_all_hosts_blacklisted`` and ``test_min_hosts_timeout`` (horovod/horovod#2030); in the torch file also
@@ -44,6 +59,7 @@ pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.slow]
 
 UPSTREAM = Path(os.environ.get("HVDKIT_UPSTREAM_TESTS", REPO / "third_party" / "horovod-0.28.1-test"))
 KERAS3_LR = ("optimizer.lr.assign(", "optimizer.learning_rate.assign(")
+TIMING_BOUND = "test_resurrecting_blacklisted_hosts_exponential_backoff"  # see the module docstring
 
 
 @pytest.fixture
@@ -62,14 +78,15 @@ def edit_once(path, old, new):
     path.write_text(src.replace(old, new))
 
 
-def run_upstream_elastic(copy, test_file, timeout):
-    """``pytest integration/<test_file>`` in ``copy`` (upstream's tests start horovodrun themselves); returns
-    pytest's output."""
+def run_upstream_elastic(copy, test_file, test_class, timeout):
+    """``pytest integration/<test_file>`` in ``copy`` (upstream's tests start horovodrun themselves), less the
+    timing-bound scenario; returns pytest's output."""
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{copy / 'utils'}", "TF_CPP_MIN_LOG_LEVEL": "2",
            # the tests launch `python ...`: this interpreter's, wherever the suite was started from
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    cmd = [sys.executable, "-m", "pytest", "-q", "--color=no", "-p", "no:cacheprovider", "-rs", "--durations=0",
-           "--timeout=240", f"integration/{test_file}"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "--color=no", "-p", "no:cacheprovider", "-rfEs", "--durations=0",
+           "--timeout=240", f"integration/{test_file}",
+           "--deselect", f"integration/{test_file}::{test_class}::{TIMING_BOUND}"]
     proc = subprocess.Popen(cmd, cwd=copy, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
     try:
@@ -85,7 +102,8 @@ def run_upstream_elastic(copy, test_file, timeout):
 
 def assert_summary(out, passed, skipped_2030, skipped_2908):
     summary = out.strip().splitlines()[-1]
-    assert re.fullmatch(rf"=* ?{passed} passed, {skipped_2030 + skipped_2908} skipped in .*", summary), summary
+    expected = f"{passed} passed, {skipped_2030 + skipped_2908} skipped, 1 deselected"
+    assert re.fullmatch(rf"=* ?{expected} in .*", summary), summary
     assert out.count("horovod/horovod/issues/2030") == skipped_2030, out[-3000:]
     assert out.count("horovod/horovod/issues/2908") == skipped_2908, out[-3000:]
 
@@ -94,16 +112,18 @@ def assert_summary(out, passed, skipped_2030, skipped_2908):
 def test_upstream_elastic_torch_passes_through_hvdkit(upstream_copy):
     edit_once(upstream_copy / "integration" / "data" / "elastic_torch_main.py",
               "\nimport horovod.torch as hvd\n", "\nimport hvdkit.torch as hvd\n")
-    out = run_upstream_elastic(upstream_copy, "test_elastic_torch.py", timeout=400)
-    # hosts added and removed, all ranks failure, reset limit, blacklisted host resurrection
-    assert_summary(out, passed=4, skipped_2030=2, skipped_2908=2)
+    out = run_upstream_elastic(upstream_copy, "test_elastic_torch.py", "ElasticTorchTests", timeout=400)
+    # hosts added and removed, all ranks failure, reset limit
+    assert_summary(out, passed=3, skipped_2030=2, skipped_2908=2)
 
 
+@pytest.mark.slow_check  # about 9 minutes on CI's 2-core machine: scripts/slow-checks.sh runs it
 @pytest.mark.timeout(600)
 def test_upstream_elastic_tensorflow2_passes_through_hvdkit(upstream_copy):
     script = upstream_copy / "integration" / "data" / "elastic_tensorflow2_main.py"
     edit_once(script, "\nimport horovod.tensorflow as hvd\n", "\nimport hvdkit.tensorflow as hvd\n")
     edit_once(script, *KERAS3_LR)
-    out = run_upstream_elastic(upstream_copy, "test_elastic_tensorflow2.py", timeout=580)
+    out = run_upstream_elastic(upstream_copy, "test_elastic_tensorflow2.py", "ElasticTensorFlow2Tests",
+                               timeout=580)
     # also single rank failure and fault tolerance without scaling, each by exception and by kill
-    assert_summary(out, passed=6, skipped_2030=2, skipped_2908=0)
+    assert_summary(out, passed=5, skipped_2030=2, skipped_2908=0)
