@@ -16,10 +16,9 @@ Temporary files are locked (``flock``) by their writer while it writes; any temp
 can be taken belongs to a writer that died, whatever its PID (PIDs repeat in containers), and is
 removed when a run starts and after every save.
 
-The payload is streamed into the file by the serialiser (no in-memory copy) through a writer that
-computes an XXH3-128 checksum on the way: it detects truncation and corruption at ~9 GB/s, where
-sha256 ran at ~0.2 GB/s here and cost more than ``torch.save`` itself (docs/benchmarks.md). It detects
-accidents, not tampering: loading never runs code from the folder (see the adapters' ``loads``).
+Files are written by :mod:`hvdkit.core.atomic_file` (streamed, XXH3-128 checksummed on the way). The
+checksum detects accidents, not tampering: loading never runs code from the folder (see the adapters'
+``loads``).
 
 A pruned checkpoint's payload file is not deleted but kept, locked, as a spare (``.ckpt-spare.*.tmp``),
 and the next save overwrites it in place instead of creating a file: its blocks are already allocated
@@ -39,22 +38,18 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import BinaryIO
 
+from hvdkit.core.atomic_file import CHECKSUM, Payload, atomic_write, checksum, discard_locked, fsync_dir
 from hvdkit.core.validation import check_int
 
 log = logging.getLogger("hvdkit")
 FORMAT_VERSION = 3
-CHECKSUM = "xxh3_128"
-Payload = bytes | Callable[[BinaryIO], None]
 _NAME = re.compile(r"^ckpt-(\d{6})-(\d{10})\.json$")
 SPARE_PREFIX = ".ckpt-spare."
 
@@ -85,89 +80,6 @@ def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def checksum(data: bytes) -> str:
-    """``<algorithm>:<hex digest>`` of ``data``."""
-    import xxhash  # imported on use: `import hvdkit.core` (and `hvdkit doctor`) works without it
-
-    return f"{CHECKSUM}:{xxhash.xxh3_128_hexdigest(data)}"
-
-
-class _ChecksumWriter:
-    """A binary file wrapper that checksums and counts what goes through ``write``."""
-
-    def __init__(self, f: BinaryIO) -> None:
-        import xxhash
-
-        self.f = f
-        self.hasher = xxhash.xxh3_128()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        view = memoryview(data)
-        self.hasher.update(view)
-        self.size += view.nbytes
-        return self.f.write(view)
-
-    def flush(self) -> None:
-        self.f.flush()
-
-    @property
-    def digest(self) -> str:
-        return f"{CHECKSUM}:{self.hasher.hexdigest()}"
-
-
-def _atomic_write(path: Path, payload: Payload, spare: tuple[int, Path] | None = None) -> tuple[int, str]:
-    """Write ``payload`` (bytes, or a function that writes to a binary file) atomically; return its size and
-    checksum. ``spare``: an open, locked file (descriptor and path) to overwrite instead of creating one; it
-    is renamed to a temporary name of ``path`` first, so a file being written is always named after what
-    it will become. The temporary file is locked while it is written (see
-    :meth:`CheckpointStore.clean_temporaries`)."""
-    if spare is None:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
-    else:
-        fd, tmp = spare[0], str(path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with os.fdopen(fd, "r+b", buffering=1 << 20) as f:  # closes fd, whatever happens
-            if spare is None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            else:
-                os.rename(spare[1], tmp)  # a spare is locked already
-            writer = _ChecksumWriter(f)
-            if isinstance(payload, (bytes, bytearray, memoryview)):
-                writer.write(bytes(payload))
-            else:
-                payload(writer)  # type: ignore[arg-type]  # a file-like object: what serialisers need
-            f.flush()
-            f.truncate()  # a spare may have been longer
-            os.fsync(f.fileno())
-            os.replace(tmp, path)  # still locked: a cleaner never sees an unlocked, unfinished file
-        return writer.size, writer.digest
-    except BaseException:
-        names: list[str | Path] = [tmp] if spare is None else [tmp, spare[1]]
-        for name in names:
-            try:
-                os.unlink(name)
-            except FileNotFoundError:
-                pass
-        raise
-
-
-def _discard(fd: int, path: Path) -> None:
-    """Delete a spare (while still holding its lock, so no cleaner races for it), then close it."""
-    try:
-        path.unlink(missing_ok=True)
-    finally:
-        os.close(fd)
-
-
 def _read_manifest(path: Path) -> Manifest:
     data = json.loads(path.read_text())
     known = {k: v for k, v in data.items() if k in Manifest.__dataclass_fields__}
@@ -196,7 +108,7 @@ class CheckpointStore:
         fsync and remove a small file. Raises an OSError naming the folder and the reason."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            _atomic_write(self.directory / ".hvdkit-write-probe", b"\0" * 4096)
+            atomic_write(self.directory / ".hvdkit-write-probe", b"\0" * 4096)
             (self.directory / ".hvdkit-write-probe").unlink()
         except OSError as exc:
             raise OSError(exc.errno, f"cannot write checkpoints to directory {str(self.directory)!r}: "
@@ -215,12 +127,12 @@ class CheckpointStore:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             sequence = 1 + max((m.sequence for _, m in self._manifests()), default=0)
-            size, digest = _atomic_write(self.directory / f"{stem}.bin", payload, self._take_spare())
+            size, digest = atomic_write(self.directory / f"{stem}.bin", payload, self._take_spare())
             manifest = Manifest(epoch=epoch, global_step=global_step, world_size=world_size, framework=framework,
                                 size=size, checksum=digest, payload=f"{stem}.bin", run_id=run_id,
                                 sequence=sequence, written_at=time.time())
-            _atomic_write(self.directory / f"{stem}.json", json.dumps(asdict(manifest), sort_keys=True).encode())
-            _fsync_dir(self.directory)
+            atomic_write(self.directory / f"{stem}.json", json.dumps(asdict(manifest), sort_keys=True).encode())
+            fsync_dir(self.directory)
         except OSError as exc:
             raise OSError(exc.errno, f"writing checkpoint {str(self.directory / stem)!r}.bin/.json failed: "
                                      f"{exc.strerror or exc}") from exc
@@ -265,7 +177,7 @@ class CheckpointStore:
                         spare = payload.with_name(f"{SPARE_PREFIX}{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
                         os.rename(payload, spare)
                         self._spare = (fd, spare)
-                        self._spare_finalizer = weakref.finalize(self, _discard, fd, spare)
+                        self._spare_finalizer = weakref.finalize(self, discard_locked, fd, spare)
                         return
                 except OSError:
                     pass

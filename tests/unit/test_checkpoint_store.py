@@ -79,7 +79,7 @@ def test_directory_that_is_a_file_is_rejected(tmp_path):
 
 
 WRITER = textwrap.dedent("""
-    import os, sys
+    import os, sys, tempfile
     sys.path.insert(0, sys.argv[2])
     import hvdkit.core.checkpoint_store as cs
     store = cs.CheckpointStore(sys.argv[1], keep=3)
@@ -92,11 +92,11 @@ WRITER = textwrap.dedent("""
         sys.stdin.read()
     cs.os.fsync = fsync_then_block
     def partial(path, data, spare=None):
-        fd, tmp = cs.tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                                      dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                   dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data[: len(data) // 2]); f.flush(); cs.os.fsync(f.fileno())
-    cs._atomic_write = partial
+    cs.atomic_write = partial
     store.save(b"new!" * 100000, epoch=2, global_step=20, world_size=2, framework="t")
 """)
 
@@ -193,7 +193,7 @@ def test_a_full_disk_names_the_file(tmp_path, monkeypatch):
     def no_space(path, payload, spare=None):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(cs, "_atomic_write", no_space)
+    monkeypatch.setattr(cs, "atomic_write", no_space)
     with pytest.raises(OSError, match=r"writing checkpoint '.*ckpt-000001-0000000010'.bin/.json failed: No space"):
         save(CheckpointStore(tmp_path), 1)
 
