@@ -120,12 +120,12 @@ def test_upstream_elastic_torch_passes_through_hvdkit(upstream_copy):
 
 
 @pytest.mark.slow_check  # about 9 minutes on CI's 2-core machine: scripts/slow-checks.sh runs it
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)  # 531 s for all eight on this machine's current CPU (stop 24's CI)
 def test_upstream_elastic_tensorflow2_passes_through_hvdkit(upstream_copy):
     script = upstream_copy / "integration" / "data" / "elastic_tensorflow2_main.py"
     edit_once(script, "\nimport horovod.tensorflow as hvd\n", "\nimport hvdkit.tensorflow as hvd\n")
     edit_once(script, *KERAS3_LR)
     out = run_upstream_elastic(upstream_copy, "test_elastic_tensorflow2.py", "ElasticTensorFlow2Tests",
-                               timeout=580)
+                               timeout=880)
     # also single rank failure and fault tolerance without scaling, each by exception and by kill
     assert_summary(out, passed=5, skipped_2030=2, skipped_2908=0)
