@@ -1,7 +1,9 @@
 """Horovod builds and a 2-process job runs on each supported Python, not only on CI's 3.11.
 
-CI (the whole suite runs on 3.11) checks the newest supported version here; scripts/slow-checks.sh
-runs every other one (HVDKIT_TEST_PYTHONS="3.12 3.13"). The environment is made from
+CI runs the whole suite on 3.11 and deselects this test (``slow_check``): on a fresh machine its cold
+Horovod build for another interpreter costs about 12 minutes of CI's 60. ``scripts/slow-checks.sh pythons``
+runs it for every other supported version (HVDKIT_TEST_PYTHONS="3.12 3.13"; without that variable, the
+newest). The environment is made from
 requirements/cpu.lock with pip isolated from this machine's configuration, without the '+cpu'
 torch pins: a '+cpu' torch for these interpreters exists only on the PyTorch CPU index, which this
 machine cannot reach, so the Horovod build here is TensorFlow + MPI + Gloo (what a torch build adds
@@ -25,7 +27,7 @@ from hvdkit.buildtools.pythons import SUPPORTED
 
 NEWEST = f"{SUPPORTED[-1][0]}.{SUPPORTED[-1][1]}"
 VERSIONS = os.environ.get("HVDKIT_TEST_PYTHONS", NEWEST).split()
-pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(2400)]
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.slow_check, pytest.mark.timeout(2400)]
 
 
 def _interpreter(version: str) -> str:

@@ -93,6 +93,10 @@ def test_upstream_test_torch_passes_through_hvdkit(upstream_copy):
 KERAS3_IN_TEST = ["test_horovod_syncbn_cpu", "test_partial_distributed_gradient_tape"]
 
 
+# About 3 minutes on CI's 2-core machine: a slow_check (scripts/slow-checks.sh runs it, and its upstream-tf
+# section runs the same file with nothing deselected). In CI, hvdkit.tensorflow's Horovod names are checked by
+# the Keras 3 ports below, tests/integration/test_horovod_api.py and upstream's TF2 examples.
+@pytest.mark.slow_check
 def test_upstream_test_tensorflow_passes_through_hvdkit(upstream_copy):
     for summary in run_upstream(upstream_copy, "test_tensorflow.py", "import horovod.tensorflow as hvd",
                                 KERAS3_IN_TEST):
