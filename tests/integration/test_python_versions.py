@@ -1,13 +1,13 @@
 """Horovod builds and a 2-process job runs on each supported Python, not only on CI's 3.11.
 
-CI runs the whole suite on 3.11 and deselects this test (``slow_check``): on a fresh machine its cold
-Horovod build for another interpreter costs about 12 minutes of CI's 60. ``scripts/slow-checks.sh pythons``
-runs it for every other supported version (HVDKIT_TEST_PYTHONS="3.12 3.13"; without that variable, the
-newest). The environment is made from
-requirements/cpu.lock with pip isolated from this machine's configuration, without the '+cpu'
-torch pins: a '+cpu' torch for these interpreters exists only on the PyTorch CPU index, which this
-machine cannot reach, so the Horovod build here is TensorFlow + MPI + Gloo (what a torch build adds
-on 3.12+, the 0005-no-stdlib-distutils patch, is checked by applying the patches in the build).
+CI runs the whole suite on 3.11 and deselects this test (``slow_check``): on a fresh machine another
+interpreter costs CI a second cold Horovod build (7.4 minutes for 3.11's on CI's 2-core machine) plus its
+environment. ``scripts/slow-checks.sh pythons`` runs it for every other supported version
+(HVDKIT_TEST_PYTHONS="3.12 3.13"; without that variable, the newest). The environment is made from
+requirements/cpu.lock with pip isolated from this machine's configuration, without the '+cpu' torch
+pins: a '+cpu' torch for these interpreters exists only on the PyTorch CPU index, which this machine
+cannot reach, so the Horovod build here is TensorFlow + MPI + Gloo (what a torch build adds on 3.12+,
+the 0005-no-stdlib-distutils patch, is checked by applying the patches in the build).
 Environment and wheel are cached outside the checkout, so a second run costs about a minute.
 """
 
