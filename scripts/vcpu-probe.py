@@ -18,12 +18,17 @@ import time
 
 import numpy as np
 
-SPIN = ["taskset", "-c", "1", sys.executable, "-c", "while True: pass"]
+from hvdkit.bench.stats import median, quartiles
+
+# Each load prints one line once it is on CPU 1 and about to loop; the probe waits for that line.
+SPIN = ["taskset", "-c", "1", sys.executable, "-c", "print('ready', flush=True)\nwhile True: pass"]
 MATMUL = [sys.executable, "-c",
           "import os, numpy as np\n"
           "os.sched_setaffinity(0, {1})\n"
           "a = np.random.rand(256, 1024).astype(np.float32)\n"
           "b = np.random.rand(1024, 1024).astype(np.float32)\n"
+          "a @ b\n"
+          "print('ready', flush=True)\n"
           "while True:\n"
           "    a @ b\n"]
 
@@ -38,11 +43,6 @@ def gflops(a: np.ndarray, b: np.ndarray, seconds: float = 2.0) -> float:
     return n * 2 * a.shape[0] * a.shape[1] * b.shape[1] / (time.perf_counter() - start) / 1e9
 
 
-def median(values: list[float]) -> float:
-    s = sorted(values)
-    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
-
-
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 8
     os.sched_setaffinity(0, {0})
@@ -55,9 +55,9 @@ def main() -> None:
         names = list(res) if r % 2 == 0 else list(reversed(res))
         for name in names:
             load = {"spin": SPIN, "matmul": MATMUL}.get(name)
-            proc = subprocess.Popen(load) if load else None
-            if proc:
-                time.sleep(0.3)  # the load has started
+            proc = subprocess.Popen(load, stdout=subprocess.PIPE, text=True) if load else None
+            if proc and proc.stdout and proc.stdout.readline() != "ready\n":
+                sys.exit(f"the {name} load did not start (exit status {proc.wait()})")
             res[name].append(gflops(a, b))
             if proc:
                 proc.kill()
@@ -66,7 +66,9 @@ def main() -> None:
         print(f"{name}: median {median(values):.1f} GFLOP/s; per round {' '.join(f'{v:.0f}' for v in values)}")
     for name in ("spin", "matmul"):
         per = sorted(x / y for x, y in zip(res[name], res["idle"]))
-        print(f"{name} / idle per round: median {median(per):.3f}; sorted {' '.join(f'{v:.2f}' for v in per)}")
+        q1, q3 = quartiles(per)
+        print(f"{name} / idle per round: median {median(per):.3f} (IQR {q1:.3f}-{q3:.3f}); "
+              f"sorted {' '.join(f'{v:.2f}' for v in per)}")
 
 
 if __name__ == "__main__":
