@@ -174,7 +174,7 @@ def checkpoint(quick: bool, rounds: int, log: Log) -> Result:
     log(f"save/restore, {in_job_rounds(rounds)} rounds alternating; then the training stall per save, async vs "
         f"blocking torch.save, {rounds} rounds alternating")
     job = run_worker("python", 1, CK, ["--megabytes", str(mb), "--rounds", str(in_job_rounds(rounds)),
-                                       "--stall-rounds", str(rounds)])
+                                       "--stall-rounds", str(rounds), "--stall-steps", "24" if quick else "48"])
     r, st = job["result"], job["stall"]
     return {"result": r, "stall": st, "priority": job["priority"], "targets": [
         target("async checkpoint stall per save / blocking torch.save stall", st["async_over_blocking"], 0.10,
