@@ -13,6 +13,7 @@ import torch
 from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.safe_format import check_plain
 from hvdkit.core.types import Snapshot
+from hvdkit.torch.crc_free_save import save_without_crc32
 from hvdkit.torch.precision import Precision
 from hvdkit.torch.staging import HostStaging
 from hvdkit.torch.state_broadcast import broadcast_within
@@ -112,10 +113,12 @@ class TorchOps:
         hvd.broadcast_optimizer_state(self.optimizer, root_rank=root_rank)
 
     def dump(self, obj: Any, f: Any) -> None:
-        """``torch.save`` into ``f``; refuses (naming where) anything ``weights_only`` loading would refuse."""
+        """``torch.save`` into ``f``, without the zip's CRC-32 (the store checksums the file:
+        :mod:`hvdkit.torch.crc_free_save`); refuses (naming where) anything ``weights_only`` loading would
+        refuse."""
         self.staging.wait()  # a capture_staged snapshot is complete
         check_plain(obj, (torch.Tensor, torch.Size), "checkpoint")
-        torch.save(obj, f)
+        save_without_crc32(obj, f)
 
     def loads(self, data: bytes, *, trust_pickle: bool = False) -> Any:
         """Read what :meth:`dump` wrote with ``torch.load(weights_only=True)``: tensors and plain data only,
