@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from functools import partial
 
+from hvdkit.bench.checkpoint import STALL_STEPS
 from hvdkit.bench.launch import Result, run_worker
 from hvdkit.bench.rounds import Log, alternate, prefixed
 from hvdkit.bench.scaling import scaling
@@ -174,11 +175,14 @@ def checkpoint(quick: bool, rounds: int, log: Log) -> Result:
     log(f"save/restore, {in_job_rounds(rounds)} rounds alternating; then the training stall per save, async vs "
         f"blocking torch.save, {rounds} rounds alternating")
     job = run_worker("python", 1, CK, ["--megabytes", str(mb), "--rounds", str(in_job_rounds(rounds)),
-                                       "--stall-rounds", str(rounds), "--stall-steps", "24" if quick else "48"])
+                                       "--stall-rounds", str(rounds),
+                                       "--stall-steps", str(STALL_STEPS // 2 if quick else STALL_STEPS)])
     r, st = job["result"], job["stall"]
     return {"result": r, "stall": st, "priority": job["priority"], "targets": [
-        target("async checkpoint stall per save / blocking torch.save stall", st["async_over_blocking"], 0.10,
-               lower_is_better=True),
+        target("async checkpoint stall per save / blocking torch.save stall, training and save on one core",
+               st["async_over_blocking"], 0.10, lower_is_better=True),
+        target("async checkpoint stall per save / blocking torch.save stall, a spare core free for the save "
+               "(reported)", st["spare_core_async_over_blocking"], None, lower_is_better=True),
         target("checkpoint save throughput vs torch.save", r["save_ratios"], 0.80),
         target("checkpoint restore throughput vs torch.load (reported)", r["load_ratios"], None)]}
 

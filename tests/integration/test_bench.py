@@ -61,7 +61,9 @@ def test_bench_allreduce_and_checkpoint_quick_rounds(tmp_path):
             assert len(r[key]["values"]) == 2 and all(v > 0 for v in r[key]["values"]), key
     assert _check_targets(res, "allreduce") == [2, 2, 2]
     assert res["suites"]["checkpoint"]["result"]["rounds"] == 6
-    assert _check_targets(res, "checkpoint") == [2, 6, 6]  # stall: rounds; save and restore: 3 x rounds
+    assert _check_targets(res, "checkpoint") == [2, 2, 6, 6]  # stalls: rounds; save and restore: 3 x rounds
+    st = res["suites"]["checkpoint"]["stall"]  # the judged async saves ran on one core, the reported ones on all
+    assert st["writer_cpus"] == {"async": [1], "async_spare_core": [st["cpus"]]} and st["cpus"] == os.cpu_count()
     assert (tmp_path / "allreduce.png").stat().st_size > 10_000
     assert "allreduce bus bandwidth >= torch.distributed gloo" in report and "![allreduce](allreduce.png)" in report
     assert "Load average (1 minute) before and after" in report and "| whole run |" in report
@@ -149,7 +151,13 @@ def test_bench_scaling_quick_rounds_budget(tmp_path):
     assert defaults["HOROVOD_FUSION_THRESHOLD"] == str(1 << 20) and fused["HOROVOD_FUSION_THRESHOLD"] == str(128 << 20)
     for name in names[2:]:  # with communication, rank 0 gathered both ranks' budgets
         assert len(sc["runs"][name]["rounds"][0]["ranks"]) == 2
-    assert "Scaling 1 -> 2 processes: efficiency" in report and "![scaling](scaling.png)" in report
+    # a quick run's defaults job is as long as the setting's: the setting is compared with it round by round
+    fused = sc["runs"][names[3]]["rounds"]
+    assert sc["settings"][names[3]]["vs_defaults"]["values"] == pytest.approx(
+        [f["samples_per_s"] / d["samples_per_s"] for f, d in zip(fused, sc["runs"][names[2]]["rounds"])])
+    assert "vs_defaults" not in sc["settings"][names[2]]
+    assert "Scaling 1 -> 2 processes: efficiency" in report and "vs defaults, same length" in report
+    assert "![scaling](scaling.png)" in report
     assert (tmp_path / "scaling.png").stat().st_size > 10_000
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from hvdkit.bench.checkpoint import run, stall
+from hvdkit.bench.checkpoint import STALL_STEPS, run, stall
 from hvdkit.bench.workers.common import positive, write_result
 
 
@@ -23,8 +23,8 @@ def main() -> None:
     p.add_argument("--megabytes", type=positive, default=256, help="the model's size")
     p.add_argument("--rounds", type=positive, default=15, help="save/restore rounds (torch and hvdkit alternating)")
     p.add_argument("--stall-rounds", type=positive, default=5, help="stall rounds (no save, blocking, async)")
-    p.add_argument("--stall-steps", type=positive, default=48, help="training steps per mode in a stall round "
-                   "(a save every 4)")
+    p.add_argument("--stall-steps", type=positive, default=STALL_STEPS, help="training steps per mode in a stall "
+                   "round (a save every 4)")
     args = p.parse_args()
     write_result(args.results, {"result": run(megabytes=args.megabytes, rounds=args.rounds),
                                 "stall": stall(megabytes=args.megabytes, rounds=args.stall_rounds,
