@@ -182,27 +182,29 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = STALL_STEPS, every
 
         saves = -(-steps // every)
         step()  # warm-up
-        for r in range(rounds):
-            spent = dict.fromkeys(times, 0.0)
-            for w in range(saves):  # one window of `every` steps per mode, the modes alternating window by window
-                for mode in order(STALL_MODES, r * saves + w):
-                    os.sched_setaffinity(0, allowed if mode == "async_spare_core" else one_core)  # this thread
-                    t0 = time.perf_counter()
-                    for s in range(min(every, steps - w * every)):
-                        if s == 0 and mode == "blocking":
-                            blocking()
-                        elif s == 0 and mode.startswith("async"):
-                            writer.wait()  # as Checkpoint.save: one write in flight, then the snapshot
-                            background(r * saves + w, mode)
-                        step()
-                    if mode.startswith("async"):
-                        writer.wait()  # the write counts in its own window, never in another mode's
-                    spent[mode] += time.perf_counter() - t0
-                    store.flush()  # pruning runs on a background thread, untimed (in training it overlaps)
-            for mode, t in spent.items():
-                times[mode].append(t)
+        try:
+            for r in range(rounds):
+                spent = dict.fromkeys(times, 0.0)
+                for w in range(saves):  # one window of `every` steps per mode, the modes alternating window by window
+                    for mode in order(STALL_MODES, r * saves + w):
+                        os.sched_setaffinity(0, allowed if mode == "async_spare_core" else one_core)  # this thread
+                        t0 = time.perf_counter()
+                        for s in range(min(every, steps - w * every)):
+                            if s == 0 and mode == "blocking":
+                                blocking()
+                            elif s == 0 and mode.startswith("async"):
+                                writer.wait()  # as Checkpoint.save: one write in flight, then the snapshot
+                                background(r * saves + w, mode)
+                            step()
+                        if mode.startswith("async"):
+                            writer.wait()  # the write counts in its own window, never in another mode's
+                        spent[mode] += time.perf_counter() - t0
+                        store.flush()  # pruning runs on a background thread, untimed (in training it overlaps)
+                for mode, t in spent.items():
+                    times[mode].append(t)
+        finally:  # this thread and those it starts later: every core the process may use again
+            os.sched_setaffinity(0, allowed)
         store.discard_spare()
-        os.sched_setaffinity(0, allowed)
     stalls = {m: [(t - n) / saves for t, n in zip(times[m], times["none"])] for m in STALL_MODES[1:]}
     return {"model_mb": side * side * 4 / 1e6, "rounds": rounds, "steps": steps, "saves_per_round": saves,
             "cpus": len(allowed), "writer_cpus": {m: sorted(v) for m, v in writer_cpus.items()},

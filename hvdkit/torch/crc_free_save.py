@@ -22,9 +22,12 @@ check zip CRCs (``unzip -t``) report every record's as wrong; hvdkit's manifest 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import pickle
+import warnings
+import zipfile
 from typing import Any
 
 import torch
@@ -34,10 +37,36 @@ import torch.serialization as _ser
 _SAVE_PARAMETERS = ["obj", "zip_file", "pickle_module", "pickle_protocol", "_disable_byteorder_record"]
 
 
+class _Sink:
+    """Hands the zip writer's bytes to ``f``. Once a save has failed it drops whatever comes after: torch's
+    writer, if not finalised, finalises itself in its C++ destructor, and a Python exception there (a write
+    to the file the failed save has closed meanwhile) would end the process instead of being reported."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.failed = False
+
+    def write(self, data: Any) -> int:
+        if self.failed:
+            return memoryview(data).nbytes
+        try:
+            return self.f.write(data)
+        except BaseException:
+            self.failed = True
+            raise
+
+
 def _save_fast(obj: Any, f: Any) -> None:
-    writer = torch._C.PyTorchFileWriter(f, False, _ser._get_storage_alignment())  # compute_crc32=False
-    _ser._save(obj, writer, pickle, _ser.DEFAULT_PROTOCOL, False)
-    writer.write_end_of_file()
+    sink = _Sink(f)
+    writer = torch._C.PyTorchFileWriter(sink, False, _ser._get_storage_alignment())  # compute_crc32=False
+    try:
+        _ser._save(obj, writer, pickle, _ser.DEFAULT_PROTOCOL, False)
+        writer.write_end_of_file()
+    except BaseException:
+        sink.failed = True  # the file is discarded: finalise the writer into nothing, never into a closed file
+        with contextlib.suppress(Exception):
+            writer.write_end_of_file()
+        raise
     f.flush()
 
 
@@ -57,9 +86,22 @@ def _fast_path_error() -> str | None:
         if back.keys() != {"w", "step", "names"} or not torch.equal(back["w"], weights) or back["step"] != 3 \
                 or back["names"] != ["a", "b"]:
             return "a state dict saved without CRC-32 did not load back equal"
+        with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as z:
+            if any(i.CRC for i in z.infolist() if "/data/" in i.filename):
+                return "torch's zip writer wrote a CRC-32 though asked not to"
     except Exception as exc:  # another torch: private names missing or changed
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+@functools.cache
+def _checked() -> bool:
+    """:func:`_fast_path_error` once, warning (once) when saves fall back to ``torch.save``."""
+    error = _fast_path_error()
+    if error is not None:
+        warnings.warn(f"hvdkit: checkpoints are written by plain torch.save, with its CRC-32 ({error})",
+                      RuntimeWarning, stacklevel=3)
+    return error is None
 
 
 def crc32_off() -> bool:
@@ -77,7 +119,7 @@ def save_without_crc32(obj: Any, f: Any) -> None:
     """``torch.save(obj, f)`` into the binary file object ``f``, without the per-record CRC-32 (when this
     torch allows it, else plain ``torch.save``). The process-wide CRC-32 setting is neither read nor
     changed."""
-    if crc32_off():
+    if _checked():
         _save_fast(obj, f)
     else:
         torch.save(obj, f)

@@ -22,7 +22,8 @@ def main() -> None:
     p.add_argument("--results", required=True)
     p.add_argument("--megabytes", type=positive, default=256, help="the model's size")
     p.add_argument("--rounds", type=positive, default=15, help="save/restore rounds (torch and hvdkit alternating)")
-    p.add_argument("--stall-rounds", type=positive, default=5, help="stall rounds (no save, blocking, async)")
+    p.add_argument("--stall-rounds", type=positive, default=5,
+                   help="stall rounds (no save, blocking, async on one core, async with a spare core)")
     p.add_argument("--stall-steps", type=positive, default=STALL_STEPS, help="training steps per mode in a stall "
                    "round (a save every 4)")
     args = p.parse_args()
