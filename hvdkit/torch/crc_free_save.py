@@ -58,7 +58,8 @@ class _Sink:
 
 def _save_fast(obj: Any, f: Any) -> None:
     sink = _Sink(f)
-    writer = torch._C.PyTorchFileWriter(sink, False, _ser._get_storage_alignment())  # compute_crc32=False
+    # compute_crc32=False; torch's stubs type the buffer as IO[bytes], the binding needs only .write
+    writer = torch._C.PyTorchFileWriter(sink, False, _ser._get_storage_alignment())  # type: ignore[call-overload]
     try:
         _ser._save(obj, writer, pickle, _ser.DEFAULT_PROTOCOL, False)
         writer.write_end_of_file()
