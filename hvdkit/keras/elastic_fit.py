@@ -26,9 +26,7 @@ from typing import Any
 import horovod.tensorflow as hvd
 import keras
 import numpy as np
-import tensorflow as tf
-from horovod.common.elastic import ObjectState, run_fn
-from horovod.common.exceptions import HorovodInternalError
+from horovod.common.elastic import ObjectState
 
 from hvdkit.core.elastic.loop import ElasticLoop
 from hvdkit.core.elastic.state import LoopCommit
@@ -36,6 +34,7 @@ from hvdkit.core.history import History
 from hvdkit.keras.engine_bridge import EngineBridge, KerasLogs, engine_for, scalar_logs
 from hvdkit.keras.ops import KerasOps
 from hvdkit.keras.optimizer import is_distributed
+from hvdkit.tensorflow.elastic_run import run
 from hvdkit.tensorflow.variables import broadcast_variables, to_tf_variables
 
 
@@ -79,26 +78,6 @@ class KerasElasticState(LoopCommit, KerasVariablesState):
     def __init__(self, model: keras.Model, loop: ElasticLoop) -> None:
         self._loop = loop
         super().__init__(model, hvdkit=loop.snapshot())
-
-
-def run(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Horovod's elastic retry loop, for functions that call ``model.fit``.
-
-    A worker's death surfaces as a TensorFlow op error from a Horovod op (the allreduce inside the
-    train step, the broadcast in a commit); Horovod's own ``horovod.tensorflow.elastic.run`` only
-    recognises some op names, so any Horovod op error here counts as a failure.
-    """
-    from horovod.tensorflow.elastic import _reset
-
-    def wrapper(state: KerasElasticState, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(state, *args, **kwargs)
-        except tf.errors.OpError as e:
-            if "Horovod" in (e.message or ""):
-                raise HorovodInternalError(e) from e
-            raise
-
-    return run_fn(wrapper, _reset)
 
 
 class _StepHooks(keras.callbacks.Callback):

@@ -1,7 +1,10 @@
 """Horovod's ``horovod.tensorflow.elastic`` names, as ``hvdkit.tensorflow.elastic`` (``hvd.elastic.run``,
 ``hvd.elastic.ObjectState``, ``hvd.elastic.TensorFlowState``).
 
-``run``, ``ObjectState`` and ``TensorFlowState`` (tf.Variables) are Horovod's own, re-exported.
+``ObjectState`` and ``TensorFlowState`` (tf.Variables) are Horovod's own, re-exported. ``run`` is
+hvdkit's (:func:`hvdkit.tensorflow.elastic_run.run`): Horovod's counts an error as a worker failure
+only by op type names that hvdkit's named ops and Gloo's own errors do not carry, and returns ``None``
+for any other error; hvdkit's recognises those and raises the rest.
 ``TensorFlowKerasState`` is hvdkit's Keras 3 state (:class:`hvdkit.keras.elastic.KerasState`):
 Horovod's is built on ``horovod.tensorflow.keras``, which fails on Keras 3.
 """
@@ -16,11 +19,11 @@ from horovod.tensorflow.elastic import (
     broadcast_object_fn,
     init,
     rank,
-    run,
     run_fn,
     shutdown,
 )
 
+from hvdkit.tensorflow.elastic_run import is_worker_failure, run
 from hvdkit.tensorflow.variables import broadcast_variables
 
 
@@ -33,4 +36,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["HorovodInternalError", "ObjectState", "TensorFlowState", "broadcast_object", "broadcast_object_fn",
-           "broadcast_variables", "init", "rank", "run", "run_fn", "shutdown"]
+           "broadcast_variables", "init", "is_worker_failure", "rank", "run", "run_fn", "shutdown"]

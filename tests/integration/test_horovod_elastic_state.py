@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 import pytest
-from helpers import requires_horovod
+from helpers import horovodrun, requires_horovod, tagged_json
 
 pytestmark = [requires_horovod, pytest.mark.timeout(300)]
 
@@ -41,3 +41,18 @@ def test_keras_state_commit_restore_sync():
     state.sync()  # after a reset: rank 0's values (here: its own) on every worker
     assert (state.epoch, state.batch) == (3, 0)
     assert hvd.elastic.TensorFlowKerasState is hvd.elastic.KerasState
+
+
+
+@pytest.mark.horovod
+def test_elastic_run_resets_on_a_failed_collective_and_raises_other_errors():
+    """``hvd.elastic.run`` with real Horovod over Gloo (tests/workers/elastic_run_errors.py): a collective that
+    fails in its kernel rolls the state back, re-initialises Horovod and runs again on both ranks; an
+    ``UnknownError`` from another op reaches the caller instead of becoming a ``None`` result."""
+    rows = sorted(tagged_json(horovodrun("elastic_run_errors.py", extra=("--gloo",), timeout=200).stdout,
+                              "ELASTIC_RUN"), key=lambda r: r["rank"])
+    assert [(r["rank"], r["size"]) for r in rows] == [(0, 2), (1, 2)]
+    for r in rows:
+        assert r["calls"] == [0, 0] and r["counter"] == 1, r  # rolled back to the commit, then run again
+        assert r["result"] == [3.0, 3.0], r  # 1 + 2: the collective works after the reset
+        assert r["returned"] is None and r["raised"] == "UnknownError: True", r
