@@ -1,8 +1,10 @@
 """hvdkit.torch.crc_free_save: checkpoints written without torch.save's per-record CRC-32, for that file only."""
 
 import io
+import os
 import threading
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -146,6 +148,7 @@ def test_a_save_that_fails_midway_raises_its_error_and_the_process_goes_on(tmp_p
 
     script = tmp_path / "failing_save.py"
     script.write_text(FAILING_SAVE)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=100)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=100,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["raised", "28", "alive"], proc.stdout + proc.stderr[-2000:]
