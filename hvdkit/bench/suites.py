@@ -29,7 +29,11 @@ AO = "hvdkit.bench.workers.adapter_overhead"
 PR = "hvdkit.bench.workers.precision"
 KO = "hvdkit.bench.workers.keras_overhead"
 CK = "hvdkit.bench.workers.checkpoint"
-KERAS_PAIRED_STEPS = 60  # steps per epoch of the fit-vs-tape job in a full run (quick: 10)
+#: Steps per epoch of the jobs that alternate epochs of two implementations (fit vs tape loop, the adapter
+#: overhead) in a full run. With 20 (about 1.5 s) the per-round ratios of one quiet run spread 0.94-1.21
+#: (fit vs tape) and 0.81-1.23 (adapter overhead); the fit-vs-tape IQR went from 1.013-1.117 to
+#: 0.983-1.042 with 60 (quiet, `hvdkit bench keras`).
+PAIRED_STEPS = 60
 
 
 def in_job_rounds(rounds: int) -> int:
@@ -120,8 +124,9 @@ def throughput(quick: bool, rounds: int, log: Log) -> Result:
     # Adapter overhead needs both in the same processes: separate jobs differ by more than 2 % by
     # themselves on this machine (docs/benchmarks.md, "timing modes").
     inner = str(in_job_rounds(rounds) + 1)  # the workers' first round is not timed
+    paired_steps = [] if quick else ["--steps", str(PAIRED_STEPS)]  # quick: the worker's 20
     log(f"adapter overhead, {inner} rounds alternating epochs in one job (compute-bound model)")
-    paired = run_worker("horovodrun", 2, AO, ["--rounds", inner], tuned=True)
+    paired = run_worker("horovodrun", 2, AO, ["--rounds", inner, *paired_steps], tuned=True)
     log(f"adapter overhead per step, {inner} rounds alternating epochs in one job, tiny model, 1 process")
     tiny = run_worker("horovodrun", 1, AO, ["--rounds", inner, "--inputs", "8", "--hidden", "8", "--batch", "8",
                                             "--steps", "200"], tuned=True)
@@ -154,11 +159,9 @@ def keras(quick: bool, rounds: int, log: Log) -> Result:
     per, ran = alternate(jobs, rounds, log)
     # fit against the tape loop: a difference of a few per cent, which separate jobs cannot resolve on a
     # shared machine (their speed modes differ by more); both loops in the same processes, epochs alternating.
-    # Epochs of 60 steps (about 4.5 s) in a full run: with 20 (1.5 s) one quiet run's per-round ratios spread
-    # 0.94-1.21 around 1.087, across the 1.10 goal, while the run beside a burner read 1.028 (1.011-1.046).
     warmup = 2  # the worker's first two rounds (one in each order) are not timed
     inner = in_job_rounds(rounds) + warmup
-    paired_steps = ["--steps", "10" if quick else str(KERAS_PAIRED_STEPS)]
+    paired_steps = ["--steps", "10" if quick else str(PAIRED_STEPS)]
     log(f"model.fit vs tape loop, {inner} rounds alternating epochs of {paired_steps[1]} steps in one job")
     paired = run_worker("horovodrun", 2, KO, ["--rounds", str(inner), "--warmup", str(warmup), "--fit-data",
                                               "dataset", *paired_steps], tuned=True)
