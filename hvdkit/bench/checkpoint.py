@@ -159,6 +159,9 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = STALL_STEPS, every
     allowed = os.sched_getaffinity(0)
     one_core = {min(allowed)}
     times: dict[str, list[float]] = {mode: [] for mode in STALL_MODES}
+    # Where a mode's time went (all rounds): the training thread's own CPU, and the wait for the write at the
+    # end of an async window (the write outlasting the window's steps).
+    where = {mode: {"train_cpu": 0.0, "tail_wait": 0.0} for mode in STALL_MODES}
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         plain = Path(tmp) / "plain.pt"
         store = CheckpointStore(Path(tmp) / "store", keep=1)
@@ -188,7 +191,7 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = STALL_STEPS, every
                 for w in range(saves):  # one window of `every` steps per mode, the modes alternating window by window
                     for mode in order(STALL_MODES, r * saves + w):
                         os.sched_setaffinity(0, allowed if mode == "async_spare_core" else one_core)  # this thread
-                        t0 = time.perf_counter()
+                        t0, c0 = time.perf_counter(), time.thread_time()
                         for s in range(min(every, steps - w * every)):
                             if s == 0 and mode == "blocking":
                                 blocking()
@@ -196,9 +199,12 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = STALL_STEPS, every
                                 writer.wait()  # as Checkpoint.save: one write in flight, then the snapshot
                                 background(r * saves + w, mode)
                             step()
+                        t1 = time.perf_counter()
                         if mode.startswith("async"):
                             writer.wait()  # the write counts in its own window, never in another mode's
                         spent[mode] += time.perf_counter() - t0
+                        where[mode]["train_cpu"] += time.thread_time() - c0
+                        where[mode]["tail_wait"] += time.perf_counter() - t1
                         store.flush()  # pruning runs on a background thread, untimed (in training it overlaps)
                 for mode, t in spent.items():
                     times[mode].append(t)
@@ -209,6 +215,14 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = STALL_STEPS, every
     return {"model_mb": side * side * 4 / 1e6, "rounds": rounds, "steps": steps, "saves_per_round": saves,
             "cpus": len(allowed), "writer_cpus": {m: sorted(v) for m, v in writer_cpus.items()},
             "step_s": median(times["none"]) / steps,
+            # per save, all rounds: how much more CPU the training thread used than with no save, how much
+            # of the stall it was off the CPU (other threads on its core, I/O), the wait for the write's end
+            "per_save_breakdown_s": {m: {"train_cpu_extra": (where[m]["train_cpu"] - where["none"]["train_cpu"])
+                                         / (saves * rounds),
+                                         "off_cpu_extra": (sum(times[m]) - where[m]["train_cpu"] - sum(times["none"])
+                                                           + where["none"]["train_cpu"]) / (saves * rounds),
+                                         "tail_wait": where[m]["tail_wait"] / (saves * rounds)}
+                                     for m in STALL_MODES[1:]},
             "stall_s": {m: median(v) for m, v in stalls.items()},
             "async_over_blocking": ratios(stalls["async"], stalls["blocking"]),
             "spare_core_async_over_blocking": ratios(stalls["async_spare_core"], stalls["blocking"])}
