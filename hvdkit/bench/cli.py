@@ -26,9 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "epochs or saves inside one job take 3x as many")
     p.add_argument("--nice", type=int, default=priority.DEFAULT_NICE,
                    help=f"nice value (-20 to 0) for the benchmark and every job it starts (default "
-                        f"{priority.DEFAULT_NICE}: other work on the machine keeps about a tenth of a core the jobs "
-                        "need; needs CAP_SYS_NICE, else the run goes on at normal priority and says so); 0 measures "
-                        "at normal priority, sharing the machine with whatever else runs")
+                        f"{priority.DEFAULT_NICE}: other work on the machine keeps about a hundredth of a core "
+                        "the jobs need; needs CAP_SYS_NICE, else the run goes on at normal priority and says so); 0 "
+                        "measures at normal priority, sharing the machine with whatever else runs")
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:

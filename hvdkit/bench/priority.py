@@ -7,8 +7,12 @@ with too few cores (Open MPI's shared-memory polling against gloo's blocking wai
 not what it costs on the cores a training job is given. So the driver raises its own priority and that
 of every job it starts, and records whether it could (``results.json``, ``report.md``):
 
-- Linux's scheduler shares a busy core by weight: nice -10 weighs 9548 against nice 0's 1024, so a
-  nice-0 process beside the job keeps about a tenth of the core and runs when the job waits.
+- Linux's scheduler shares a busy core by weight: nice -20 weighs 88761 against nice 0's 1024, so a
+  nice-0 process beside the job keeps about a hundredth of the core and runs when the job waits. At
+  nice -10 (weight 9548, hvdkit's default before 2026-11-27) it kept about a tenth, and since a
+  2-process job runs in lockstep, the rank that shares its core with it sets the pace of both: beside
+  one CPU burner the 2-process job with no communication ran at 0.874 of twice the 1-process job at
+  nice -10, against 1.028 at nice -20, alternating in the same run (docs/benchmarks.md, "Priority").
 - With autogroup (``/proc/sys/kernel/sched_autogroup_enabled``, on by default on Debian and Ubuntu)
   those weights act between sessions, and every job runs in a session of its own (it is killed as a
   group, and ``torchrun`` starts each rank in a session of its own): every rank gives its session the
@@ -31,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 #: The nice value ``hvdkit bench`` asks for by default.
-DEFAULT_NICE = -10
+DEFAULT_NICE = -20
 
 #: The environment variables that carry the driver's nice value and its own session id to the ranks.
 NICE_VAR = "HVDKIT_BENCH_NICE"
