@@ -32,16 +32,19 @@ def order(items: Sequence[T], r: int) -> list[T]:
 
 
 def alternate(jobs: Mapping[str, Callable[[], Any]], rounds: int,
-              log: Callable[[str], None] | None = None) -> tuple[dict[str, list[Any]], list[str]]:
-    """Run each of ``jobs`` once per round, in ``order``; return each job's results and the run order."""
+              log: Callable[[str], None] | None = None, first: int = 0) -> tuple[dict[str, list[Any]], list[str]]:
+    """Run each of ``jobs`` once per round, in ``order``; return each job's results and the run order.
+
+    ``first``: the index of the first round, for rounds that go on from an earlier call (the order keeps
+    alternating across the two)."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     results: dict[str, list[Any]] = {name: [] for name in jobs}
     ran: list[str] = []
-    for r in range(rounds):
+    for r in range(first, first + rounds):
         for name in order(list(jobs), r):
             if log is not None:
-                log(f"round {r + 1}/{rounds}: {name}")
+                log(f"round {r + 1}/{first + rounds}: {name}")
             results[name].append(jobs[name]())
             ran.append(name)
     return results, ran

@@ -132,15 +132,19 @@ def test_bench_throughput_and_keras_quick_rounds(tmp_path):
 @pytest.mark.slow_check  # scripts/slow-checks.sh; see the module docstring
 @pytest.mark.timeout(400)
 def test_bench_scaling_quick_rounds_budget(tmp_path):
-    """The scaling suite: baseline, no-communication ceiling and two settings alternate; every job's step is
-    split into phases that add up to it; the settings really reach the workers."""
+    """The scaling suite: baseline, no-communication ceiling and two settings alternate, the three judged jobs
+    for 3 x the rounds; every job's step is split into phases that add up to it; the settings really reach the
+    workers."""
     _proc, res, report = _bench(tmp_path, "scaling", timeout=380)
     sc = res["suites"]["scaling"]
     names = ["1 proc x 1 thread", "2 procs, no communication (independent shards)", "2 procs, hvdkit defaults",
              "2 procs, tensor fusion at Horovod's default threshold (128 MiB)"]
     assert list(sc["budget"]) == names
-    assert _abba(sc["order"], names) == ["a", "b", "c", "d", "d", "c", "b", "a"]
-    assert _check_targets(res, "scaling") == [2, 2]
+    # two rounds of every job, then the three judged jobs go on alone for 4 more, still alternating
+    assert _abba(sc["order"], names) == ["a", "b", "c", "d", "d", "c", "b", "a", *["a", "b", "c", "c", "b", "a"] * 2]
+    assert _check_targets(res, "scaling") == [6, 6]
+    assert [len(sc["runs"][n]["rounds"]) for n in names] == [6, 6, 6, 2]
+    assert len(sc["settings"][names[3]]["efficiency"]["values"]) == 2  # a setting pairs with its own rounds only
     for name, runs in sc["runs"].items():
         for job in runs["rounds"]:
             assert job["size"] == (1 if name == names[0] else 2) and job["threads"] == 1

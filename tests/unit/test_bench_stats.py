@@ -67,6 +67,11 @@ def test_rounds_alternate_abba():
     assert per == {"a": [1, 6, 7], "b": [2, 5, 8], "c": [3, 4, 9]}
     with pytest.raises(ValueError, match="rounds must be at least 1, got 0"):
         alternate(jobs, 0)
+    calls.clear()  # rounds that go on from round 3 (index 3: reversed) keep alternating, and log their numbers
+    logged: list[str] = []
+    _, ran = alternate(jobs, 2, logged.append, first=3)
+    assert ran == ["c", "b", "a", "a", "b", "c"]
+    assert logged[0] == "round 4/5: c" and logged[-1] == "round 5/5: c"
 
 
 def test_report_states_load_and_flags_unclear():
