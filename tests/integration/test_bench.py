@@ -1,7 +1,8 @@
 """``hvdkit bench`` runs its suites for real (quick sizes) and reports measured ratios, plots and JSON.
 
 CI runs the allreduce and checkpoint suites end to end (about 2 minutes on its 2-core machine) and every
-worker alone; the throughput + Keras suites (about 5 minutes there) and the scaling suite (about 2) are
+worker alone; the throughput + Keras suites (about 5 minutes there) and the scaling suite (its three judged
+jobs run 3 x the rounds; the 5 bench tests it was run with took 191 s together on a 2-core Zen 5 EPYC) are
 ``slow_check`` tests, run by ``scripts/slow-checks.sh``.
 """
 
