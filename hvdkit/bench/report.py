@@ -96,11 +96,12 @@ def tables(results: Result) -> list[Table]:
                      for name, phases in sc["budget"].items()]))
     if "paired" in suites.get("throughput", {}):
         out.append(("Adapter overhead, epochs alternating in one job (hvdkit Trainer vs raw Horovod loop)",
-                    ["model", "hvdkit ms/step", "raw ms/step", "us/step", "ratio median", "ratio IQR"],
+                    ["model", "hvdkit ms/step", "raw ms/step", "us/step", "ratio median, blocks", "ratio IQR, blocks"],
                     [_paired_row(n, r) for n, r in suites["throughput"]["paired"].items()]))
     if "paired" in suites.get("keras", {}):
         out.append(("Keras model.fit vs the tape loop, epochs alternating in one job (same model, tf.data input)",
-                    ["run", "fit ms/step", "tape ms/step", "ratio median", "ratio IQR", "traces (fit, tape)"],
+                    ["run", "fit ms/step", "tape ms/step", "ratio median, blocks", "ratio IQR, blocks",
+                     "traces (fit, tape)"],
                     [[n, f"{r['ms_per_step']['fit']:.2f}", f"{r['ms_per_step']['tape']:.2f}",
                       f"{r['ratio_median']:.3f}", _iqr(r["ratio_quartiles"]),
                       f"{r['traces']['fit']}, {r['traces']['tape']}"]

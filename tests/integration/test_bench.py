@@ -119,12 +119,15 @@ def test_bench_throughput_and_keras_quick_rounds(tmp_path):
         for run in res["suites"][suite]["runs"].values():
             assert len(run["rounds"]) == 2 and run["samples_per_s"] > 0
     # alternating jobs: one value per round; epochs alternating in one job (adapter overhead): 3 x rounds
-    assert _check_targets(res, "throughput") == [2, 2, 2, 6, 6]
+    # blocks of two rounds judged, and the tiny model's per-step cost reported for each of those 12 rounds
+    assert _check_targets(res, "throughput") == [2, 2, 2, 6, 12]
+    assert len(tp["paired"]["compute-bound model, 2 procs"]["epoch_times"]["hvdkit"]) == 2 + 12
     assert {j["compression"] for j in tp["runs"]["hvdkit 2 procs, fp16 compression"]["rounds"]} == {"fp16"}
-    # fit vs the tape loop: epochs alternating in one job, 3 x rounds timed (two untimed warm-up rounds first)
+    # fit vs the tape loop: epochs alternating in one job, 3 x rounds blocks of two rounds judged (two untimed
+    # warm-up rounds first)
     assert _check_targets(res, "keras") == [2, 2, 6]
     paired = ks["paired"]["fit vs tape loop, 2 procs"]
-    assert len(paired["epoch_times"]["fit"]) == len(paired["epoch_times"]["tape"]) == 8
+    assert len(paired["epoch_times"]["fit"]) == len(paired["epoch_times"]["tape"]) == 2 + 12
     assert paired["knobs"]["fit_data"] == "dataset" and paired["steps"] == 10
     assert "Keras model.fit vs the tape loop, epochs alternating in one job" in report
     assert "hvdkit (torch) 2 procs vs PyTorch DDP" in report
@@ -187,13 +190,16 @@ def test_adapter_overhead_worker_pairs_both_loops_in_one_job(tmp_path):
     from hvdkit.bench.launch import run_worker
 
     r = run_worker("horovodrun", 2, "hvdkit.bench.workers.adapter_overhead",
-                   ["--rounds", "3", "--steps", "4", "--inputs", "16", "--hidden", "16", "--batch", "8"],
+                   ["--rounds", "4", "--steps", "4", "--inputs", "16", "--hidden", "16", "--batch", "8"],
                    tuned=True, timeout=280)
-    assert r["size"] == 2 and r["steps"] == 4
-    assert len(r["epoch_times"]["hvdkit"]) == len(r["epoch_times"]["horovod"]) == 3  # one epoch each per round
-    assert len(r["ratios"]) == 2 and all(x > 0 for x in r["ratios"])
-    q1, q3 = r["ratio_quartiles"]
-    assert q1 <= r["ratio_median"] <= q3
+    assert r["size"] == 2 and r["steps"] == 4 and r["warmup"] == 2
+    times = r["epoch_times"]
+    assert len(times["hvdkit"]) == len(times["horovod"]) == 4  # one epoch each per round
+    a, b = times["hvdkit"][2:], times["horovod"][2:]  # the first 2 rounds, one in each order, are warm-up
+    assert r["ratios"] == pytest.approx([a[0] / b[0], a[1] / b[1]])
+    # judged: one block of the two timed rounds (one in each order), its epochs summed
+    assert r["block_ratios"] == pytest.approx([(a[0] + a[1]) / (b[0] + b[1])])
+    assert r["ratio_median"] == r["ratio_quartiles"][0] == r["ratio_quartiles"][1] == r["block_ratios"][0]
 
 
 @pytest.mark.timeout(300)

@@ -8,7 +8,7 @@ import pytest
 
 from hvdkit.bench import report
 from hvdkit.bench.rounds import alternate, order
-from hvdkit.bench.stats import UNCLEAR, median, quartiles, ratios, target, verdict
+from hvdkit.bench.stats import UNCLEAR, block_ratios, median, quartiles, ratios, target, verdict
 
 
 def test_median_and_quartiles_by_hand():
@@ -29,6 +29,19 @@ def test_per_round_ratios_pair_rounds_and_refuse_unequal_counts():
         ratios([1, 2], [1, 2, 3])
     with pytest.raises(ValueError, match="no values"):
         median([])
+
+
+def test_block_ratios_sum_two_rounds_each_and_cancel_which_ran_first():
+    # A runs 10 % slower when it goes second (rounds 1, 3: BA) and 10 % faster when first: per-round
+    # ratios swing 0.9 / 1.1, each block of two reads the true 1.0.
+    a, b = [0.9, 1.1, 0.9, 1.1, 0.9], [1.0, 1.0, 1.0, 1.0, 1.0]
+    assert ratios(a, b) == [0.9, 1.1, 0.9, 1.1, 0.9]
+    assert block_ratios(a, b) == pytest.approx([1.0, 1.0])  # the odd last round is left out
+    assert block_ratios([3.0, 1.0], [1.0, 1.0]) == [2.0]  # (3 + 1) / (1 + 1), not the mean of 3 and 1
+    with pytest.raises(ValueError, match="must pair up, got 3 and 2 rounds"):
+        block_ratios([1.0, 1.0, 1.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="a block needs two rounds, got 1"):
+        block_ratios([1.0], [1.0])
 
 
 @pytest.mark.parametrize(("iqr", "goal", "lower", "expected"), [

@@ -21,14 +21,19 @@ def test_model_sizes_and_timed_rounds_are_checked_before_anything_runs(capsys):
     assert q.parse_args(["--results", "r.json"]).steps == 30
 
 
-@pytest.mark.parametrize("warmup", ["4", "-1"])
-def test_keras_overhead_refuses_a_warmup_that_leaves_no_round_timed(monkeypatch, capsys, warmup):
-    from hvdkit.bench.workers import keras_overhead
+@pytest.mark.parametrize("worker", ["keras_overhead", "adapter_overhead"])
+@pytest.mark.parametrize("warmup", ["3", "4", "-1"])
+def test_overhead_workers_refuse_a_warmup_that_leaves_no_block_timed(monkeypatch, capsys, worker, warmup):
+    """Both overhead workers judge blocks of two timed rounds, so --warmup must leave two."""
+    import importlib
 
-    monkeypatch.setattr("sys.argv", ["keras_overhead", "--results", "r.json", "--rounds", "4", "--warmup", warmup])
+    module = importlib.import_module(f"hvdkit.bench.workers.{worker}")
+    parse = module.parse_args
+
+    monkeypatch.setattr("sys.argv", [worker, "--results", "r.json", "--rounds", "4", "--warmup", warmup])
     with pytest.raises(SystemExit):
-        keras_overhead.parse_args()
-    assert (f"argument --warmup: must be an integer from 0 to --rounds - 1 (3: at least one round timed), "
-            f"got {warmup}") in capsys.readouterr().err
-    monkeypatch.setattr("sys.argv", ["keras_overhead", "--results", "r.json", "--rounds", "4", "--warmup", "3"])
-    assert keras_overhead.parse_args().warmup == 3
+        parse()
+    assert (f"argument --warmup: must be an integer from 0 to --rounds - 2 (2: two rounds, one in each order, "
+            f"timed), got {warmup}") in capsys.readouterr().err
+    monkeypatch.setattr("sys.argv", [worker, "--results", "r.json", "--rounds", "4", "--warmup", "2"])
+    assert parse().warmup == 2

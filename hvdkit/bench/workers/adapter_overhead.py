@@ -5,11 +5,15 @@
 Timing two separate jobs cannot resolve a 2 % difference on this kind of machine: whole jobs
 run in a fast or a slow mode (docs/benchmarks.md, "timing modes"), raw Horovod included. So
 both run in the same processes, on two copies of the same model with the same data, loader,
-threads and runtime settings, alternating epoch by epoch (ABBA order, so a drift cancels).
-Reported: ms/step medians of each and the median of the per-round ratios.
+threads and runtime settings, alternating epoch by epoch (ABBA order, so a drift cancels; the first
+``--warmup`` rounds, one in each order by default, not timed).
+Reported: ms/step medians of each, the per-round ratios, and the median and quartiles of the ratios
+per block of two rounds (``hvdkit.bench.stats.block_ratios``).
 """
 
 from __future__ import annotations
+
+import argparse
 
 import horovod.torch as hvd
 import torch
@@ -19,13 +23,19 @@ from torch.utils.data.distributed import DistributedSampler
 
 import hvdkit.torch as hk
 from hvdkit.bench.rounds import order
-from hvdkit.bench.workers.common import EpochTimer, median, paired_args, quartiles, write_result
+from hvdkit.bench.workers.common import EpochTimer, check_warmup, median, paired_parser, paired_ratios, write_result
 from hvdkit.bench.workers.train_torch import build, plain_epoch, synthetic_data
+
+
+def parse_args() -> argparse.Namespace:
+    """The model, the rounds and the untimed rounds at the start."""
+    p = paired_parser(__doc__, rounds_help="epochs of each, the first --warmup not timed", warmup=2)
+    return check_warmup(p, p.parse_args())
 
 
 def main() -> None:
     """Alternate the hvdkit Trainer and a raw Horovod loop epoch by epoch in one job; write the timings."""
-    args = paired_args(__doc__ or "")
+    args = parse_args()
 
     hk.init()
     rank, size = hk.rank(), hk.size()
@@ -58,15 +68,13 @@ def main() -> None:
         for fn in order((hvdkit_epoch, raw_epoch), r):
             fn(r)
 
-    a, b = times["hvdkit"][1:], times["horovod"][1:]
-    ratios = [x / y for x, y in zip(a, b)]
+    a, b = times["hvdkit"][args.warmup:], times["horovod"][args.warmup:]
     if rank == 0:
         write_result(args.results, {
             "size": size, "threads": torch.get_num_threads(), "batch_per_rank": args.batch, "steps": args.steps,
             "ms_per_step": {"hvdkit": median(a) / args.steps * 1000, "horovod": median(b) / args.steps * 1000},
             "overhead_us_per_step": (median(a) - median(b)) / args.steps * 1e6,
-            "ratio_median": median(ratios), "ratio_quartiles": quartiles(ratios), "ratios": ratios,
-            "epoch_times": times})
+            **paired_ratios(a, b), "warmup": args.warmup, "epoch_times": times})
 
 
 if __name__ == "__main__":

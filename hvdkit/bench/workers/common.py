@@ -9,11 +9,11 @@ import time
 from typing import Any
 
 from hvdkit.bench.priority import current_priority
-from hvdkit.bench.stats import median, quartiles
+from hvdkit.bench.stats import block_ratios, median, quartiles
 from hvdkit.core import Callback
 
-__all__ = ["EpochTimer", "add_delta", "iterations_for", "median", "model_arguments", "paired_args", "positive",
-           "quartiles", "sizes_bytes", "thread_sample", "timed_count", "write_result"]
+__all__ = ["EpochTimer", "add_delta", "check_warmup", "iterations_for", "median", "model_arguments", "paired_args",
+           "paired_ratios", "positive", "quartiles", "sizes_bytes", "thread_sample", "timed_count", "write_result"]
 
 
 def write_result(path: str, result: dict) -> None:
@@ -67,11 +67,33 @@ def model_arguments(p: argparse.ArgumentParser, steps: int = 20) -> argparse.Arg
 
 
 def paired_parser(description: str | None, rounds: int = 8,
-                  rounds_help: str = "epochs of each; the first round is not timed") -> argparse.ArgumentParser:
-    """The arguments every paired-round worker takes: the model, the batches and how many rounds."""
+                  rounds_help: str = "epochs of each; the first round is not timed",
+                  warmup: int | None = None) -> argparse.ArgumentParser:
+    """The arguments every paired-round worker takes: the model, the batches and how many rounds; with
+    ``warmup``, also ``--warmup`` (that many untimed rounds by default; check it with :func:`check_warmup`)."""
     p = model_arguments(argparse.ArgumentParser(description=description))
     p.add_argument("--rounds", type=timed_count, default=rounds, help=rounds_help)
+    if warmup is not None:
+        p.add_argument("--warmup", type=int, default=warmup, help=f"untimed rounds ({warmup}: one in each order)")
     return p
+
+
+def paired_ratios(a: list[float], b: list[float]) -> dict[str, Any]:
+    """The ratios of two loops' timed epochs, alternating in ABBA order: ``ratios`` one per round,
+    ``block_ratios`` one per block of two consecutive rounds, one in each order (``stats.block_ratios``),
+    and the median and quartiles of the blocks (what the bench judges)."""
+    blocks = block_ratios(a, b)
+    return {"ratios": [x / y for x, y in zip(a, b)], "block_ratios": blocks, "ratio_median": median(blocks),
+            "ratio_quartiles": quartiles(blocks)}
+
+
+def check_warmup(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    """``args``, once ``--warmup`` leaves at least two rounds timed (one block of two, ``stats.block_ratios``);
+    otherwise argparse's usage error."""
+    if not 0 <= args.warmup <= args.rounds - 2:
+        p.error(f"argument --warmup: must be an integer from 0 to --rounds - 2 ({args.rounds - 2}: two rounds, one "
+                f"in each order, timed), got {args.warmup}")
+    return args
 
 
 def paired_args(description: str) -> argparse.Namespace:

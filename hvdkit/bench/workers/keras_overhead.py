@@ -11,7 +11,8 @@ settings, alternating epoch by epoch in ABBA order (the first two rounds, one in
 - tape: a ``tf.function`` step with ``hvdkit.tensorflow.DistributedGradientTape`` (``--tape plain``:
   a plain ``tf.GradientTape``, for 1-process baselines).
 
-Reported: ms/step medians of each, the median and quartiles of the per-round ratios fit/tape, how many
+Reported: ms/step medians of each, the per-round ratios fit/tape and the median and quartiles of the
+ratios per block of two rounds (``hvdkit.bench.stats.block_ratios``), how many
 times each step function was traced, and (``--breakdown``) the time fit spends inside its compiled
 function against the rest of its loop (callbacks, iterator, Python).
 """
@@ -26,13 +27,21 @@ from typing import Any
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from hvdkit.bench.workers.common import add_delta, median, paired_parser, quartiles, thread_sample, write_result
+from hvdkit.bench.workers.common import (
+    add_delta,
+    check_warmup,
+    median,
+    paired_parser,
+    paired_ratios,
+    quartiles,
+    thread_sample,
+    write_result,
+)
 
 
 def parse_args() -> argparse.Namespace:
     """The model, the rounds and the knobs that change what fit does."""
-    p = paired_parser(__doc__, rounds=12, rounds_help="epochs of each, the first --warmup not timed")
-    p.add_argument("--warmup", type=int, default=2, help="untimed rounds (2: one in each order)")
+    p = paired_parser(__doc__, rounds=12, rounds_help="epochs of each, the first --warmup not timed", warmup=2)
     p.add_argument("--fit-data", choices=["numpy", "dataset"], default="numpy",
                    help="numpy arrays (Keras's array adapter) or the tape loop's tf.data pipeline")
     p.add_argument("--callbacks", choices=["none", "broadcast", "all"], default="broadcast",
@@ -46,11 +55,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--thread-report", action="store_true",
                    help="CPU time and involuntary context switches per thread name (Linux /proc), per loop")
     p.add_argument("--order", choices=["abba", "fit-first", "tape-first"], default="abba")
-    args = p.parse_args()
-    if not 0 <= args.warmup < args.rounds:
-        p.error(f"argument --warmup: must be an integer from 0 to --rounds - 1 ({args.rounds - 1}: at least one "
-                f"round timed), got {args.warmup}")
-    return args
+    return check_warmup(p, p.parse_args())
 
 
 def main() -> None:
@@ -201,7 +206,6 @@ def main() -> None:
 
     w = args.warmup
     a, b = times["fit"][w:], times["tape"][w:]
-    ratios = [p / q for p, q in zip(a, b)]
     if rank == 0:
         per_step = 1000 / args.steps
         result: dict[str, Any] = {
@@ -212,8 +216,7 @@ def main() -> None:
             "ms_per_step": {"fit": median(a) * per_step, "tape": median(b) * per_step},
             "ms_per_step_quartiles": {"fit": [q * per_step for q in quartiles(a)],
                                       "tape": [q * per_step for q in quartiles(b)]},
-            "ratio_median": median(ratios), "ratio_quartiles": quartiles(ratios), "ratios": ratios,
-            "traces": traces, "epoch_times": times, "load_avg": os.getloadavg()}
+            **paired_ratios(a, b), "traces": traces, "epoch_times": times, "load_avg": os.getloadavg()}
         if args.thread_report:
             timed_steps = args.steps * (args.rounds - w)
             result["thread_ms_per_step"] = {
