@@ -48,8 +48,8 @@ def block_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
 
     For comparisons alternating in ABBA order inside one job: a block holds one round in each order, so
     which of the two ran first cancels, and each value sums two epochs of each. Measured on the adapter
-    overhead's 2-process job, this narrowed the IQR of the values from 0.046-0.052 (one ratio per round)
-    to 0.028-0.030, for both hvdkit vs raw Horovod and two copies of the raw loop (docs/benchmarks.md,
+    overhead's 2-process job, this narrowed the IQR of the values from 0.046-0.053 (one ratio per round)
+    to 0.028-0.030, both for hvdkit vs raw Horovod and for the raw loop against itself (docs/benchmarks.md,
     "Blocks of two rounds"). An odd last round is left out.
     """
     if len(a) != len(b):
