@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from hvdkit.bench.priority import current_priority
-from hvdkit.bench.stats import block_ratios, median, quartiles
+from hvdkit.bench.stats import block_ratios, median, quartiles, ratios
 from hvdkit.core import Callback
 
 __all__ = ["EpochTimer", "add_delta", "check_warmup", "iterations_for", "median", "model_arguments", "paired_args",
@@ -83,7 +83,7 @@ def paired_ratios(a: list[float], b: list[float]) -> dict[str, Any]:
     ``block_ratios`` one per block of two consecutive rounds, one in each order (``stats.block_ratios``),
     and the median and quartiles of the blocks (what the bench judges)."""
     blocks = block_ratios(a, b)
-    return {"ratios": [x / y for x, y in zip(a, b)], "block_ratios": blocks, "ratio_median": median(blocks),
+    return {"ratios": ratios(a, b), "block_ratios": blocks, "ratio_median": median(blocks),
             "ratio_quartiles": quartiles(blocks)}
 
 
