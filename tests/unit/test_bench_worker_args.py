@@ -26,9 +26,15 @@ def test_model_sizes_and_timed_rounds_are_checked_before_anything_runs(capsys):
 def test_overhead_workers_refuse_a_warmup_that_leaves_no_block_timed(monkeypatch, capsys, worker, warmup):
     """Both overhead workers judge blocks of two timed rounds, so --warmup must leave two."""
     import importlib
+    import subprocess
+    import sys
 
-    module = importlib.import_module(f"hvdkit.bench.workers.{worker}")
-    parse = module.parse_args
+    # the arguments are checked before any framework is imported: a fresh interpreter shows none loaded
+    code = (f"import sys, hvdkit.bench.workers.{worker}; "
+            "print(sorted({'torch', 'tensorflow', 'horovod'} & set(sys.modules)))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          check=True).stdout.strip() == "[]"
+    parse = importlib.import_module(f"hvdkit.bench.workers.{worker}").parse_args
 
     monkeypatch.setattr("sys.argv", [worker, "--results", "r.json", "--rounds", "4", "--warmup", warmup])
     with pytest.raises(SystemExit):

@@ -15,20 +15,12 @@ from __future__ import annotations
 
 import argparse
 
-import horovod.torch as hvd
-import torch
-from torch import nn
-from torch.utils.data import DataLoader
-from torch.utils.data.distributed import DistributedSampler
-
-import hvdkit.torch as hk
 from hvdkit.bench.rounds import order
 from hvdkit.bench.workers.common import EpochTimer, check_warmup, median, paired_parser, paired_ratios, write_result
-from hvdkit.bench.workers.train_torch import build, plain_epoch, synthetic_data
 
 
 def parse_args() -> argparse.Namespace:
-    """The model, the rounds and the untimed rounds at the start."""
+    """The model, the rounds and the untimed rounds at the start (checked before torch is imported)."""
     p = paired_parser(__doc__, rounds_help="epochs of each, the first --warmup not timed", warmup=2)
     return check_warmup(p, p.parse_args())
 
@@ -36,6 +28,14 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     """Alternate the hvdkit Trainer and a raw Horovod loop epoch by epoch in one job; write the timings."""
     args = parse_args()
+    import horovod.torch as hvd
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+    import hvdkit.torch as hk
+    from hvdkit.bench.workers.train_torch import build, plain_epoch, synthetic_data
 
     hk.init()
     rank, size = hk.rank(), hk.size()
