@@ -49,6 +49,12 @@ def test_the_site_builds_strictly_with_every_guide_page(site: Path):
 
 
 @pytest.mark.timeout(300)
+def test_links_to_repository_files_outside_docs_become_their_paths(site: Path):
+    """docs/hooks/repo_links.py: a forge shows the link; the site, which lacks the file, shows its path."""
+    assert "<code>examples/tensorflow_custom_loop.py</code>" in (site / "tensorflow/index.html").read_text()
+
+
+@pytest.mark.timeout(300)
 def test_api_pages_are_generated_from_the_docstrings(site: Path):
     torch_api = (site / "api/torch/index.html").read_text()
     assert 'id="hvdkit.torch.Trainer"' in torch_api
