@@ -218,7 +218,9 @@ def test_documented_compose_commands_name_the_launcher_service_and_remove_the_vo
     """Without naming the launcher, keygen's normal exit ends the run (Compose v1 stops the cluster
     before training; v2 never returns)."""
     found = 0
-    for doc in ("README.md", "docs/clusters.md", "docker/docker-compose.yml", "docker/docker-compose.gpu.yml"):
+    docs = ("README.md", "docs/docker.md", "docs/clusters.md",
+            "docker/docker-compose.yml", "docker/docker-compose.gpu.yml")
+    for doc in docs:
         text = (REPO / doc).read_text().replace("\\\n", " ")
         for line in text.splitlines():
             if "--exit-code-from" in line:
