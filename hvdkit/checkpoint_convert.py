@@ -89,7 +89,7 @@ def _decode(framework: str, data: bytes, trust_pickle: bool) -> tuple[Any, Any]:
     elif trust_pickle:
         import pickle
 
-        snapshot = pickle.loads(data)  # noqa: S301 - the user vouched for the folder (--trust-pickle)
+        snapshot = pickle.loads(data)  # the user vouched for the folder (--trust-pickle)
     else:
         raise ValueError("a pickled payload (hvdkit before its safe format); convert it only if you trust the "
                          "folder, with --trust-pickle")
@@ -116,7 +116,8 @@ def convert_one(src: Path, manifest_path: Path, dst: Path, trust_pickle: bool = 
     stem = manifest_path.stem
     size, digest = atomic_write(dst / f"{stem}{TENSORS_SUFFIX}", write)
     new = replace(old, format=FORMAT_VERSION, size=size, checksum=digest, payload=f"{stem}{TENSORS_SUFFIX}")
-    text = json.dumps({**asdict(new), "state": tree}, sort_keys=True, allow_nan=False)
+    # not sorted: the state keeps its order (a state dict's, an optimizer's)
+    text = json.dumps({**asdict(new), "state": tree}, allow_nan=False)
     atomic_write(dst / manifest_path.name, text.encode())  # in place: the checkpoint is format 4 from here on
     fsync_dir(dst)
     if dst.resolve() == src.resolve() and payload.name != new.payload:

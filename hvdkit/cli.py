@@ -19,12 +19,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--print-key", action="store_true", help="print the cache key and build inputs, then exit")
 
     p = sub.add_parser("checkpoint", help="checkpoint folders: convert checkpoints of older hvdkit formats")
-    convert = p.add_subparsers(dest="action", required=True).add_parser(
+    c = p.add_subparsers(dest="action", required=True).add_parser(
         "convert", help="rewrite format-2/3 checkpoints of SRC as format 4 (safetensors + JSON), in place or into DST")
-    convert.add_argument("src", help="the checkpoint folder")
-    convert.add_argument("dst", nargs="?", help="where to write the converted folder (default: SRC, in place)")
-    convert.add_argument("--trust-pickle", action="store_true",
-                         help="also read pickled payloads (pickle runs code the file names: trusted folders only)")
+    c.add_argument("src", help="the checkpoint folder")
+    c.add_argument("dst", nargs="?", help="where to write the converted folder (default: SRC, in place)")
+    c.add_argument("--trust-pickle", action="store_true",
+                   help="also read pickled payloads (pickle runs code the file names: trusted folders only)")
 
     p = sub.add_parser("elastic-local", help="elastic horovodrun on one machine (two local 'hosts', no hangs)",
                        add_help=False)

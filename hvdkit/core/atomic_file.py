@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import mmap
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -51,29 +52,31 @@ def file_checksum(fd: int) -> tuple[int, str]:
 
 
 def atomic_write(path: Path, payload: Payload) -> tuple[int, str]:
-    """Write ``payload`` to ``path`` atomically; return its size and checksum. The temporary file is locked
-    while it is written (see :meth:`hvdkit.core.checkpoint_store.CheckpointStore.clean_temporaries`); a
-    serialiser that writes by name truncates and fills that same, locked file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    """Write ``payload`` to ``path`` atomically; return its size and checksum.
+
+    The file is written inside a temporary directory of its own (``.<name>.<pid>.<random>.tmp`` beside
+    ``path``), locked with ``flock`` while it is written (see
+    :meth:`hvdkit.core.checkpoint_store.CheckpointStore.clean_temporaries`): serialisers that write by
+    name, such as safetensors' ``save_file``, write to a temporary file of their own and rename it, so
+    whatever they leave after a crash is inside that directory too.
+    """
+    tmpdir = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent))
+    lock = os.open(tmpdir, os.O_RDONLY | os.O_DIRECTORY)
     try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        target = tmpdir / path.name
+        if isinstance(payload, (bytes, bytearray, memoryview)):
+            target.write_bytes(payload)
+        else:
+            payload(target)
+        fd = os.open(target, os.O_RDONLY)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if isinstance(payload, (bytes, bytearray, memoryview)):
-                with open(fd, "wb", closefd=False) as f:
-                    f.write(payload)
-            else:
-                payload(Path(tmp))
-                if os.stat(tmp).st_ino != os.fstat(fd).st_ino:
-                    raise RuntimeError(f"the serialiser replaced {tmp} instead of writing into it")
             os.fsync(fd)
             size, digest = file_checksum(fd)
-            os.replace(tmp, path)  # still locked: a cleaner never sees an unlocked, unfinished file
         finally:
             os.close(fd)
+        os.replace(target, path)
         return size, digest
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)  # still locked: a cleaner never takes a live writer's directory
+        os.close(lock)

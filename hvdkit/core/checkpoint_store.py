@@ -13,9 +13,9 @@ resume from an older checkpoint, or in a folder a longer run used before, the ne
 one written last. Retention keeps the ``keep`` newest checkpoints whose files are whole, never counts
 a damaged one, never deletes the one just written, and deletes only checkpoints of the run that writes.
 
-Temporary files are locked (``flock``) by their writer while it writes; any temporary file whose lock
-can be taken belongs to a writer that died, whatever its PID (PIDs repeat in containers), and is
-removed when a run starts and after every save.
+Files are written inside temporary directories (``.ckpt-….tmp``) that their writer locks (``flock``)
+while it writes; any temporary file or directory whose lock can be taken belongs to a writer that died,
+whatever its PID (PIDs repeat in containers), and is removed when a run starts and after every save.
 
 Checkpoints of older formats (3: one ``.bin`` payload of ``torch.save`` or hvdkit's own format) are
 refused with the command that converts them (``hvdkit checkpoint convert``,
@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 import uuid
@@ -138,7 +139,8 @@ class CheckpointStore:
             manifest = Manifest(epoch=epoch, global_step=global_step, world_size=world_size, framework=framework,
                                 size=size, checksum=digest, payload=f"{stem}{TENSORS_SUFFIX}", run_id=run_id,
                                 sequence=sequence, written_at=time.time())
-            text = json.dumps({**asdict(manifest), "state": state}, sort_keys=True, allow_nan=False)
+            # not sorted: the state keeps its order (a state dict's, an optimizer's)
+            text = json.dumps({**asdict(manifest), "state": state}, allow_nan=False)
             atomic_write(self.directory / f"{stem}.json", text.encode())
             fsync_dir(self.directory)
         except OSError as exc:
@@ -224,7 +226,10 @@ class CheckpointStore:
                 os.close(fd)
                 continue  # a live writer holds it
             try:
-                tmp.unlink(missing_ok=True)
+                if tmp.is_dir() and not tmp.is_symlink():
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:
+                    tmp.unlink(missing_ok=True)
                 removed.append(tmp)
             finally:
                 os.close(fd)

@@ -48,7 +48,7 @@ def split(obj: Any, leaf: Leaf) -> tuple[Any, dict[str, Any]]:
                 key = f"{key}#{len(tensors)}"
             tensors[key] = found[0]
             return {TENSOR: key, "scalar": True} if found[1] else {TENSOR: key}
-        if o is None or isinstance(o, (bool, str, int)) and type(o).__module__ == "builtins":
+        if o is None or (isinstance(o, (bool, str, int)) and type(o).__module__ == "builtins"):
             return o
         if type(o) is float:
             return o if math.isfinite(o) else {FLOAT: repr(o)}

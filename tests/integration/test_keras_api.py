@@ -218,10 +218,9 @@ def test_a_torch_checkpoint_folder_in_keras_is_a_clear_error(hk, tmp_path):
 
 
 def test_keras_checkpoints_load_without_pickle(hk, tmp_path):
-    import keras
-
     import json
 
+    import keras
     from safetensors.numpy import load_file
 
     from hvdkit.keras.callbacks import Checkpoint

@@ -203,7 +203,7 @@ def test_a_full_disk_names_the_file(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(cs, "atomic_write", no_space)
-    with pytest.raises(OSError, match=r"writing checkpoint '.*ckpt-000001-0000000010'.safetensors/.json failed: No space"):
+    with pytest.raises(OSError, match=r"checkpoint '.*ckpt-000001-0000000010'.safetensors/.json failed: No space"):
         save(CheckpointStore(tmp_path), 1)
 
 
