@@ -88,7 +88,10 @@ def new_run_id() -> str:
 
 def read_manifest(path: Path) -> Manifest:
     """The manifest in the file ``path`` (fields this hvdkit does not know are ignored)."""
-    data = json.loads(path.read_text())
+    return _manifest(json.loads(path.read_text()))
+
+
+def _manifest(data: dict[str, Any]) -> Manifest:
     known = {k: v for k, v in data.items() if k in Manifest.__dataclass_fields__}
     known.setdefault("format", 2)  # every manifest since format 2 names its format
     return Manifest(**known)
@@ -241,7 +244,7 @@ class CheckpointStore:
         :class:`OldFormatError` (saying how to convert it) if it is of an older format."""
         try:
             data = json.loads(manifest_path.read_text())
-            manifest = read_manifest(manifest_path)
+            manifest = _manifest(data)
         except (OSError, ValueError, TypeError) as exc:
             raise ValueError(f"checkpoint manifest {manifest_path} is unreadable: {exc}") from None
         if manifest.format < FORMAT_VERSION:

