@@ -91,7 +91,9 @@ def read_manifest(path: Path) -> Manifest:
     return _manifest(json.loads(path.read_text()))
 
 
-def _manifest(data: dict[str, Any]) -> Manifest:
+def _manifest(data: Any) -> Manifest:
+    if not isinstance(data, dict):
+        raise ValueError(f"a manifest is a JSON object, got {type(data).__name__}")
     known = {k: v for k, v in data.items() if k in Manifest.__dataclass_fields__}
     known.setdefault("format", 2)  # every manifest since format 2 names its format
     return Manifest(**known)
