@@ -18,6 +18,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="rebuild even when a cached wheel matches")
     p.add_argument("--print-key", action="store_true", help="print the cache key and build inputs, then exit")
 
+    p = sub.add_parser("checkpoint", help="checkpoint folders: convert checkpoints of older hvdkit formats")
+    c = p.add_subparsers(dest="action", required=True).add_parser(
+        "convert", help="rewrite format-2/3 checkpoints of SRC as format 4 (safetensors + JSON), in place or into DST")
+    c.add_argument("src", help="the checkpoint folder")
+    c.add_argument("dst", nargs="?", help="where to write the converted folder (default: SRC, in place)")
+    c.add_argument("--trust-pickle", action="store_true",
+                   help="also read pickled payloads (pickle runs code the file names: trusted folders only)")
+
     p = sub.add_parser("elastic-local", help="elastic horovodrun on one machine (two local 'hosts', no hangs)",
                        add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -65,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"hvdkit build-horovod: {exc}", file=sys.stderr)
             return 2
         return 0
+    if args.command == "checkpoint":
+        from pathlib import Path
+
+        from hvdkit.checkpoint_convert import convert
+
+        return convert(Path(args.src), None if args.dst is None else Path(args.dst), trust_pickle=args.trust_pickle)
     return 2  # pragma: no cover - argparse enforces the choices
 
 

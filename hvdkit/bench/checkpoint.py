@@ -15,7 +15,6 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from hvdkit.bench.rounds import order
 from hvdkit.bench.stats import median, ratios
@@ -58,10 +57,8 @@ def run(megabytes: int = 256, rounds: int = 9, directory: str | None = None) -> 
             t0 = time.perf_counter()
             snap = ops.capture()
 
-            def write(f: Any, snap: dict = snap) -> None:
-                ops.dump(snap, f)
-
-            store.save(write, epoch=i, global_step=i, world_size=1, framework="torch")
+            tree, write = ops.dump(snap)
+            store.save(write, state=tree, epoch=i, global_step=i, world_size=1, framework="torch")
             res["hvdkit_save"].append(time.perf_counter() - t0)
             # The previous checkpoint is deleted on a background thread (it overlaps training);
             # wait here, outside the timings, so it does not slow the next measurement.
@@ -69,7 +66,7 @@ def run(megabytes: int = 256, rounds: int = 9, directory: str | None = None) -> 
             t0 = time.perf_counter()
             found = store.latest()
             assert found is not None
-            ops.loads(found[1])
+            ops.loads(found.state, found.data)
             res["hvdkit_load"].append(time.perf_counter() - t0)
 
         for i in range(rounds):
@@ -79,7 +76,6 @@ def run(megabytes: int = 256, rounds: int = 9, directory: str | None = None) -> 
                 # flushes the file it rewrote at the next journal commit, i.e. inside the next fsync, hvdkit's.
                 # Without this, hvdkit's save took ~1.0 s right after torch's and ~0.67 s after its own.
                 os.sync()
-        store.discard_spare()
     med = {k: median(v) for k, v in res.items()}
     mb = nbytes / 1e6
     return {"model_mb": mb, "rounds": rounds, "seconds": med, "mb_per_s": {k: mb / v for k, v in med.items()},
@@ -180,7 +176,8 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = STALL_STEPS, every
 
             def write() -> None:
                 writer_cpus[mode].add(len(os.sched_getaffinity(0)))  # the cores the writer thread may use
-                store.save(lambda f: ops.dump(snap, f), epoch=i, global_step=i, world_size=1, framework="torch")
+                tree, payload = ops.dump(snap)
+                store.save(payload, state=tree, epoch=i, global_step=i, world_size=1, framework="torch")
             writer.submit(write)
 
         saves = -(-steps // every)
@@ -210,7 +207,6 @@ def stall(megabytes: int = 256, rounds: int = 5, steps: int = STALL_STEPS, every
                     times[mode].append(t)
         finally:  # this thread and those it starts later: every core the process may use again
             os.sched_setaffinity(0, allowed)
-        store.discard_spare()
     stalls = {m: [(t - n) / saves for t, n in zip(times[m], times["none"])] for m in STALL_MODES[1:]}
     return {"model_mb": side * side * 4 / 1e6, "rounds": rounds, "steps": steps, "saves_per_round": saves,
             "cpus": len(allowed), "writer_cpus": {m: sorted(v) for m, v in writer_cpus.items()},

@@ -9,7 +9,7 @@ from typing import Any
 
 from hvdkit.core.background_save import BackgroundSave
 from hvdkit.core.callback import Callback
-from hvdkit.core.checkpoint_store import CheckpointStore, Manifest, new_run_id
+from hvdkit.core.checkpoint_store import CheckpointStore, Manifest, OldFormatError, new_run_id
 from hvdkit.core.comm import Comm
 from hvdkit.core.engine import Engine
 from hvdkit.core.events import Event
@@ -37,9 +37,12 @@ class Checkpoint(Callback):
     returning, as older versions did.
 
     Before the first step, rank 0 checks that the folder can be written, and removes temporary files
-    that writers which died left behind. Loading never runs code from the folder (PyTorch:
-    ``torch.load(weights_only=True)``; Keras: hvdkit's safe format); ``trust_pickle=True`` allows
-    pickled objects, for checkpoints from folders you trust only.
+    that writers which died left behind. Checkpoints are safetensors (tensors, arrays) plus JSON
+    (everything else; docs/checkpoint-format.md), so loading never runs code from the folder. A folder
+    whose newest checkpoint an older hvdkit wrote (format 3) is refused before training with the command
+    that converts it, ``hvdkit checkpoint convert DIR``. ``trust_pickle`` is accepted for compatibility
+    and has no effect (nothing is pickled); the converter has ``--trust-pickle`` for pickled format-3
+    checkpoints.
 
     With ``process_set=`` (a Horovod ``ProcessSet`` this rank belongs to) the set's first rank writes
     and reads, and resuming broadcasts within the set only: in hybrid parallelism each pipeline stage
@@ -61,8 +64,9 @@ class Checkpoint(Callback):
         self.process_set = check_process_set(process_set)
         self._writer = BackgroundSave()
         if self.trust_pickle:
-            log.warning("Checkpoint(trust_pickle=True): loading %s may run code that its files name; use it only "
-                        "for folders nobody else can write", self.store.directory)
+            log.warning("Checkpoint(trust_pickle=True) has no effect: checkpoints hold no pickle (safetensors + "
+                        "JSON); to convert pickled checkpoints of an older hvdkit use `hvdkit checkpoint convert "
+                        "--trust-pickle %s`", self.store.directory)
         self.run_id: str | None = None
         self.restored: Manifest | None = None
         self.last_saved: Manifest | None = None
@@ -112,7 +116,8 @@ class Checkpoint(Callback):
         epoch, step, world = state.epoch, state.global_step, state.target_world_size
 
         def write() -> Manifest:
-            return store.save(lambda f: ops.dump(snap, f), epoch=epoch, global_step=step, world_size=world,
+            tree, payload = ops.dump(snap)
+            return store.save(payload, state=tree, epoch=epoch, global_step=step, world_size=world,
                               framework=ops.name, run_id=run_id)
 
         if not self.async_save:
@@ -139,12 +144,11 @@ class Checkpoint(Callback):
 
     def on_train_end(self, state: TrainState) -> None:
         """Wait for the background write and the deletion of old checkpoints: when ``fit`` returns, the
-        last checkpoint is durable and the folder holds the ``keep`` newest (the spare file kept for the
-        next save to overwrite is deleted)."""
+        last checkpoint is durable and the folder holds the ``keep`` newest."""
         try:
             self._writer.wait()
         finally:
-            self.store.discard_spare()
+            self.store.flush()
 
     # -- starting and resuming ---------------------------------------------------
     def _where(self) -> str:
@@ -158,14 +162,17 @@ class Checkpoint(Callback):
             return ("error", f"{self._where()}: {exc.strerror or exc}")
         for tmp in self.store.clean_temporaries():
             log.info("removed %s, left by a checkpoint writer that died", tmp)
-        found = self.store.latest() if self.resume else None
+        try:
+            found = self.store.latest() if self.resume else None
+        except OldFormatError as exc:
+            return ("error", f"{self._where()}: {exc}")
         if found is not None:
-            manifest, data = found
+            manifest = found.manifest
             if manifest.framework != state.ops.name:
                 return ("error", f"{self._where()}: its newest checkpoint {manifest.payload} was written by "
                                  f"{manifest.framework!r}, but this run trains with {state.ops.name!r}; give this "
                                  "run its own directory")
-            return ("resume", manifest, data)
+            return ("resume", manifest, found.state, found.data)
         if not self.resume and self.store.run_ids():
             newest = self.store.manifests()[0].name
             return ("error", f"{self._where()} with resume=False: the folder holds checkpoints of another run "
@@ -194,14 +201,11 @@ class Checkpoint(Callback):
         if outcome[0] == "fresh":
             self.run_id = new_run_id()
             return None
-        manifest, data = outcome[1], outcome[2]
+        manifest, tree, data = outcome[1], outcome[2], outcome[3]
         try:
-            snap = state.ops.loads(data, trust_pickle=self.trust_pickle)
+            snap = state.ops.loads(tree, data)
         except Exception as exc:
-            raise ValueError(
-                f"{self._where()}: checkpoint {manifest.payload} cannot be loaded without pickle ({exc}). hvdkit "
-                "never runs code from a checkpoint folder unless told to: if you wrote this folder and nobody "
-                "else can write it, pass trust_pickle=True") from exc
+            raise ValueError(f"{self._where()}: checkpoint {manifest.payload} cannot be loaded: {exc}") from exc
         state.ops.restore(snap["framework"])
         self.engine.restore_progress(snap["counters"], snap.get("callbacks", {}), world_size=manifest.world_size,
                                      optimizer_lr=state.ops.get_lr())

@@ -1,8 +1,9 @@
-"""Atomic, checksummed, keep-N checkpoint files of one training run in one directory.
+"""Atomic, checksummed, keep-N checkpoints of one training run in one directory (format 4).
 
-Each checkpoint is two files: ``ckpt-<epoch>-<step>.bin`` (the payload) and ``ckpt-<epoch>-<step>.json``
-(the manifest: epoch, global step, world size, framework, payload size and checksum, the run it
-belongs to and its place in that run's order of writes). Both are written to a temporary file in the
+Each checkpoint is two files (docs/checkpoint-format.md): ``ckpt-<epoch>-<step>.safetensors`` (every
+tensor and array) and ``ckpt-<epoch>-<step>.json`` (the manifest: epoch, global step, world size,
+framework, the tensor file's size and checksum, the run it belongs to and its place in that run's order
+of writes, and under ``state`` everything else, as JSON). Both are written to a temporary file in the
 same directory, fsynced, then renamed into place, the manifest last, so a crash at any moment leaves
 every earlier checkpoint intact and an unfinished one invisible (no manifest, or a checksum that does
 not verify).
@@ -12,23 +13,13 @@ resume from an older checkpoint, or in a folder a longer run used before, the ne
 one written last. Retention keeps the ``keep`` newest checkpoints whose files are whole, never counts
 a damaged one, never deletes the one just written, and deletes only checkpoints of the run that writes.
 
-Temporary files are locked (``flock``) by their writer while it writes; any temporary file whose lock
-can be taken belongs to a writer that died, whatever its PID (PIDs repeat in containers), and is
-removed when a run starts and after every save.
+Files are written inside temporary directories (``.ckpt-….tmp``) that their writer locks (``flock``)
+while it writes; any temporary file or directory whose lock can be taken belongs to a writer that died,
+whatever its PID (PIDs repeat in containers), and is removed when a run starts and after every save.
 
-Files are written by :mod:`hvdkit.core.atomic_file` (streamed, XXH3-128 checksummed on the way). The
-checksum detects accidents, not tampering: loading never runs code from the folder (see the adapters'
-``loads``).
-
-A pruned checkpoint's payload file is not deleted but kept, locked, as a spare (``.ckpt-spare.*.tmp``),
-and the next save overwrites it in place instead of creating a file: its blocks are already allocated
-and its pages are still in the page cache, so the write is a copy into memory that is already there.
-A new file instead makes the kernel find and zero fresh pages and allocate blocks, and frees the old
-file's; here (a VM that hands freed memory back to its host) that made a 256 MB background save cost
-0.3-0.6 s of CPU instead of 0.08 s, CPU that training loses when no core is idle (docs/benchmarks.md).
-The price: between saves the folder holds one payload more than ``keep`` (during a save it did anyway),
-until :meth:`CheckpointStore.discard_spare` (the ``Checkpoint`` callback calls it when training ends),
-or the process exits. A payload with other hard links is deleted, never overwritten.
+Checkpoints of older formats (3: one ``.bin`` payload of ``torch.save`` or hvdkit's own format) are
+refused with the command that converts them (``hvdkit checkpoint convert``,
+:mod:`hvdkit.checkpoint_convert`), never read as damaged and skipped.
 """
 
 from __future__ import annotations
@@ -38,28 +29,31 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 import uuid
-import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
-from hvdkit.core.atomic_file import CHECKSUM, Payload, atomic_write, checksum, discard_locked, fsync_dir
+from hvdkit.core.atomic_file import CHECKSUM, Payload, atomic_write, checksum, fsync_dir
 from hvdkit.core.validation import check_int
 
 log = logging.getLogger("hvdkit")
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 _NAME = re.compile(r"^ckpt-(\d{6})-(\d{10})\.json$")
-SPARE_PREFIX = ".ckpt-spare."
+TENSORS_SUFFIX = ".safetensors"
 
 
 @dataclass(frozen=True)
 class Manifest:
     """A checkpoint's metadata: what it holds and the checksum of its payload.
 
+    ``payload`` names the safetensors file beside it, ``size`` and ``checksum`` are that file's.
     ``run_id`` names the training run that wrote it (a resumed run keeps it); ``sequence`` orders the
     run's writes. Manifests of format 2 (before either existed) read as run ``"legacy"``, sequence -1.
+    The manifest file also holds the checkpoint's JSON ``state``, which :meth:`CheckpointStore.read` returns.
     """
 
     epoch: int  # epochs completed
@@ -75,14 +69,33 @@ class Manifest:
     written_at: float = 0.0  # Unix time, for people (order comes from sequence)
 
 
+class OldFormatError(ValueError):
+    """A checkpoint of an older format: the message says how to convert it."""
+
+
+class Stored(NamedTuple):
+    """A checkpoint as read: its manifest, its JSON state and its tensor file's bytes (checksum verified)."""
+
+    manifest: Manifest
+    state: Any
+    data: bytes
+
+
 def new_run_id() -> str:
     """A fresh run identity."""
     return uuid.uuid4().hex
 
 
-def _read_manifest(path: Path) -> Manifest:
-    data = json.loads(path.read_text())
+def read_manifest(path: Path) -> Manifest:
+    """The manifest in the file ``path`` (fields this hvdkit does not know are ignored)."""
+    return _manifest(json.loads(path.read_text()))
+
+
+def _manifest(data: Any) -> Manifest:
+    if not isinstance(data, dict):
+        raise ValueError(f"a manifest is a JSON object, got {type(data).__name__}")
     known = {k: v for k, v in data.items() if k in Manifest.__dataclass_fields__}
+    known.setdefault("format", 2)  # every manifest since format 2 names its format
     return Manifest(**known)
 
 
@@ -96,8 +109,6 @@ class CheckpointStore:
             raise ValueError(f"directory must be a directory path, got {str(directory)!r}, which is an existing file")
         self.directory = path
         self._pruner: threading.Thread | None = None
-        self._spare: tuple[int, Path] | None = None  # a pruned payload, open and locked, for the next save
-        self._spare_finalizer: weakref.finalize | None = None
 
     def _stem(self, epoch: int, step: int) -> str:
         return f"ckpt-{epoch:06d}-{step:010d}"
@@ -114,9 +125,11 @@ class CheckpointStore:
             raise OSError(exc.errno, f"cannot write checkpoints to directory {str(self.directory)!r}: "
                                      f"{exc.strerror or exc}") from exc
 
-    def save(self, payload: Payload, *, epoch: int, global_step: int, world_size: int, framework: str,
-             run_id: str = "legacy") -> Manifest:
-        """``payload``: the bytes, or a function that writes them to a binary file (streamed, no copy).
+    def save(self, payload: Payload, *, state: Any = None, epoch: int, global_step: int, world_size: int,
+             framework: str, run_id: str = "legacy") -> Manifest:
+        """``payload``: the safetensors file's bytes, or a function that writes that file at the path it is
+        given (streamed, no copy); ``state``: the rest of the checkpoint, JSON-serialisable
+        (:func:`hvdkit.core.checkpoint_tree.split` makes both from a snapshot).
 
         Checkpoints of ``run_id`` beyond ``keep`` are deleted on a background thread once the new one is
         durable (unlinking a large file took a third of a save here); :meth:`flush` waits for it.
@@ -127,14 +140,16 @@ class CheckpointStore:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             sequence = 1 + max((m.sequence for _, m in self._manifests()), default=0)
-            size, digest = atomic_write(self.directory / f"{stem}.bin", payload, self._take_spare())
+            size, digest = atomic_write(self.directory / f"{stem}{TENSORS_SUFFIX}", payload)
             manifest = Manifest(epoch=epoch, global_step=global_step, world_size=world_size, framework=framework,
-                                size=size, checksum=digest, payload=f"{stem}.bin", run_id=run_id,
+                                size=size, checksum=digest, payload=f"{stem}{TENSORS_SUFFIX}", run_id=run_id,
                                 sequence=sequence, written_at=time.time())
-            atomic_write(self.directory / f"{stem}.json", json.dumps(asdict(manifest), sort_keys=True).encode())
+            # not sorted: the state keeps its order (a state dict's, an optimizer's)
+            text = json.dumps({**asdict(manifest), "state": state}, allow_nan=False)
+            atomic_write(self.directory / f"{stem}.json", text.encode())
             fsync_dir(self.directory)
         except OSError as exc:
-            raise OSError(exc.errno, f"writing checkpoint {str(self.directory / stem)!r}.bin/.json failed: "
+            raise OSError(exc.errno, f"writing checkpoint {str(self.directory / stem)!r}{TENSORS_SUFFIX}/.json failed: "
                                      f"{exc.strerror or exc}") from exc
         # Not a daemon: the interpreter waits for it at exit, so keep-N holds after the run too.
         self._pruner = threading.Thread(target=self.prune, args=(manifest,), name="hvdkit-checkpoint-prune")
@@ -147,50 +162,13 @@ class CheckpointStore:
             self._pruner.join()
             self._pruner = None
 
-    def discard_spare(self) -> None:
-        """Delete the pruned payload kept for the next save to overwrite (see the module's docstring), after
-        waiting for pruning: the folder then holds just the kept checkpoints. The store stays usable."""
-        self.flush()
-        if self._spare_finalizer is not None:
-            self._spare_finalizer()  # deletes and closes it, once
-        self._spare, self._spare_finalizer = None, None
-
-    def _take_spare(self) -> tuple[int, Path] | None:
-        spare, self._spare = self._spare, None
-        if self._spare_finalizer is not None:
-            self._spare_finalizer.detach()  # the save owns it now: it closes or deletes it
-            self._spare_finalizer = None
-        return spare
-
-    def _retire(self, payload: Path) -> None:
-        """Remove a pruned checkpoint's payload: kept as the spare if there is none yet and nothing else
-        links to it (overwriting would change the other name's content), else deleted."""
-        if self._spare is None:
-            try:
-                fd = os.open(payload, os.O_RDWR | os.O_NOFOLLOW)
-            except OSError:
-                fd = -1
-            if fd >= 0:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # locked before it gets a temporary name
-                    if os.fstat(fd).st_nlink == 1:
-                        spare = payload.with_name(f"{SPARE_PREFIX}{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-                        os.rename(payload, spare)
-                        self._spare = (fd, spare)
-                        self._spare_finalizer = weakref.finalize(self, discard_locked, fd, spare)
-                        return
-                except OSError:
-                    pass
-                os.close(fd)
-        payload.unlink(missing_ok=True)
-
     # -- finding ------------------------------------------------------------------------
     def _manifests(self) -> list[tuple[Path, Manifest]]:
         """Readable manifests, newest first (by sequence; format-2 manifests after, by name)."""
         found = []
         for p in self.manifests():
             try:
-                found.append((p, _read_manifest(p)))
+                found.append((p, read_manifest(p)))
             except (OSError, ValueError, TypeError):
                 continue
         return sorted(found, key=lambda pm: (pm[1].sequence, pm[0].name), reverse=True)
@@ -234,12 +212,11 @@ class CheckpointStore:
                 kept += 1
                 continue
             path.unlink(missing_ok=True)  # the manifest first: from here on the checkpoint is not listed
-            self._retire(self.directory / m.payload)
+            (self.directory / m.payload).unlink(missing_ok=True)
         self.clean_temporaries()
 
     def clean_temporaries(self) -> list[Path]:
-        """Remove temporary files no live writer holds (their ``flock`` can be taken), spares of stores that
-        are gone included; return them."""
+        """Remove temporary files no live writer holds (their ``flock`` can be taken); return them."""
         removed: list[Path] = []
         if not self.directory.is_dir():
             return removed
@@ -254,36 +231,53 @@ class CheckpointStore:
                 os.close(fd)
                 continue  # a live writer holds it
             try:
-                tmp.unlink(missing_ok=True)
+                if tmp.is_dir() and not tmp.is_symlink():
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:
+                    tmp.unlink(missing_ok=True)
                 removed.append(tmp)
             finally:
                 os.close(fd)
         return removed
 
     # -- reading ------------------------------------------------------------------------
-    def read(self, manifest_path: Path) -> tuple[Manifest, bytes]:
-        """Read and verify one checkpoint; raises ValueError naming the file if it is damaged."""
+    def read(self, manifest_path: Path) -> Stored:
+        """Read and verify one checkpoint; raises ValueError naming the file if it is damaged, and
+        :class:`OldFormatError` (saying how to convert it) if it is of an older format."""
         try:
-            manifest = _read_manifest(manifest_path)
+            data = json.loads(manifest_path.read_text())
+            manifest = _manifest(data)
         except (OSError, ValueError, TypeError) as exc:
             raise ValueError(f"checkpoint manifest {manifest_path} is unreadable: {exc}") from None
+        if manifest.format < FORMAT_VERSION:
+            raise OldFormatError(
+                f"checkpoint {manifest_path} is in format {manifest.format} (a single pickled or hvdkit-format "
+                f"payload, written by an older hvdkit); this hvdkit reads format {FORMAT_VERSION} (safetensors + "
+                f"JSON). Convert the folder once with: hvdkit checkpoint convert {str(self.directory)!r}")
+        if manifest.format > FORMAT_VERSION:
+            raise OldFormatError(f"checkpoint {manifest_path} is in format {manifest.format}, newer than this "
+                                 f"hvdkit reads ({FORMAT_VERSION}): upgrade hvdkit to resume it")
         payload_path = self.directory / manifest.payload
         try:
-            data = payload_path.read_bytes()
+            payload = payload_path.read_bytes()
         except OSError as exc:
             raise ValueError(f"checkpoint payload {payload_path} is unreadable: {exc}") from None
-        if len(data) != manifest.size:
-            raise ValueError(f"checkpoint {payload_path} is truncated: {len(data)} of {manifest.size} bytes")
-        if not manifest.checksum.startswith(f"{CHECKSUM}:") or checksum(data) != manifest.checksum:
+        if len(payload) != manifest.size:
+            raise ValueError(f"checkpoint {payload_path} is truncated: {len(payload)} of {manifest.size} bytes")
+        if not manifest.checksum.startswith(f"{CHECKSUM}:") or checksum(payload) != manifest.checksum:
             raise ValueError(f"checkpoint {payload_path} fails its checksum ({manifest.checksum.split(':')[0]})")
-        return manifest, data
+        return Stored(manifest, data.get("state"), payload)
 
-    def latest(self) -> tuple[Manifest, bytes] | None:
-        """The newest checkpoint (last written) that verifies; damaged ones are skipped with a warning."""
+    def latest(self) -> Stored | None:
+        """The newest checkpoint (last written) that verifies; damaged ones are skipped with a warning. A
+        newest one of an older format raises :class:`OldFormatError` (resuming an older one instead, or
+        starting afresh, would silently lose the training it holds)."""
         readable = {p for p, _ in self._manifests()}
         for path in [p for p, _ in self._manifests()] + [p for p in self.manifests() if p not in readable]:
             try:
                 return self.read(path)
+            except OldFormatError:
+                raise
             except ValueError as exc:
                 log.warning("skipping damaged checkpoint: %s", exc)
         return None

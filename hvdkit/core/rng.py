@@ -1,7 +1,7 @@
 """The host's random number generators (Python's and NumPy's global ones) as plain data.
 
 Checkpoints carry them so a resumed run draws what the uninterrupted one would have; as plain lists
-and numbers they load without pickle (``torch.load(weights_only=True)``, hvdkit's safe format).
+and numbers they are JSON in the checkpoint's manifest.
 """
 
 from __future__ import annotations

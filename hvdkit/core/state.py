@@ -17,8 +17,8 @@ class FrameworkOps(Protocol):
     (Keras's SGD: ``v = m*v - lr*g``); when the LR changes from ``a`` to ``b``
     they need Goyal et al.'s momentum correction, ``scale_momentum(b / a)``,
     which multiplies the velocity buffers. ``capture``/``restore`` give and take
-    a snapshot of model, optimizer and RNG state; ``dump`` serialises one into a
-    binary file object and ``loads`` reads it back from bytes. ``broadcast_state`` gives every
+    a snapshot of model, optimizer and RNG state; ``dump`` splits one into a JSON
+    tree and a safetensors payload, and ``loads`` joins them back. ``broadcast_state`` gives every
     rank ``root_rank``'s model and optimizer state (a collective: every rank calls it).
     """
 
@@ -49,11 +49,13 @@ class FrameworkOps(Protocol):
     def restore(self, snapshot: Snapshot) -> None:
         """Put a :meth:`capture` snapshot back."""
 
-    def dump(self, obj: Any, f: Any) -> None:
-        """Serialise ``obj`` into the binary file ``f``."""
+    def dump(self, obj: Any) -> tuple[Any, Any]:
+        """``obj`` as a checkpoint's JSON tree and a payload (``hvdkit.core.atomic_file.Payload``) that
+        writes its tensors as a safetensors file (:mod:`hvdkit.core.checkpoint_tree`)."""
 
-    def loads(self, data: bytes, *, trust_pickle: bool = False) -> Any:
-        """Read what :meth:`dump` wrote without running code from it (``trust_pickle`` allows pickles)."""
+    def loads(self, tree: Any, data: bytes) -> Any:
+        """Rebuild what :meth:`dump` gave from the JSON tree and the safetensors file's bytes, without
+        running code from either."""
 
     def broadcast_state(self, root_rank: int, process_set: Any = None) -> bool | None:
         """Every rank gets ``root_rank``'s model and optimizer state (with ``process_set``: every member of

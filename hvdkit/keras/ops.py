@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 import keras
 import numpy as np
 
-from hvdkit.core import safe_format
+from hvdkit.core.checkpoint_tree import join, load_numpy, numpy_leaf, numpy_payload, split
 from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.types import Snapshot
 from hvdkit.tensorflow.variables import broadcast_variables
@@ -106,13 +105,13 @@ class KerasOps:
         broadcast_variables(list(self.model.variables) + list(self.optimizer.variables), root_rank=root_rank, **extra)
         return True
 
-    def dump(self, obj: Any, f: Any) -> None:
-        """Write ``obj`` in hvdkit's safe format (plain data and NumPy arrays; no pickle)."""
-        safe_format.dump(obj, f)
+    def dump(self, obj: Any) -> tuple[Any, Any]:
+        """``obj`` as a JSON tree plus a payload that writes its arrays as safetensors (format 4:
+        docs/checkpoint-format.md); raises ``UnsupportedValueError`` naming any part that is neither."""
+        tree, arrays = split(obj, numpy_leaf)
+        return tree, numpy_payload(arrays)
 
-    def loads(self, data: bytes, *, trust_pickle: bool = False) -> Any:
-        """Read what :meth:`dump` wrote, never running code from the file. ``trust_pickle=True`` also reads
-        the pickles older hvdkit versions wrote (pickle runs whatever the file names)."""
-        if trust_pickle and not data.startswith(safe_format.MAGIC):
-            return pickle.loads(data)
-        return safe_format.loads(data)
+    def loads(self, tree: Any, data: bytes) -> Any:
+        """Rebuild what :meth:`dump` gave from the JSON tree and the safetensors file's bytes; builds only
+        plain data and numeric arrays, never code from the file."""
+        return join(tree, load_numpy(data))

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import copy
-import io
 from collections import OrderedDict
 from typing import Any
 
 import horovod.torch as hvd
 import torch
 
+from hvdkit.core.checkpoint_tree import UnsupportedValueError, join, split
 from hvdkit.core.rng import capture_host_rng, restore_host_rng
-from hvdkit.core.safe_format import check_plain
 from hvdkit.core.types import Snapshot
-from hvdkit.torch.crc_free_save import save_without_crc32
 from hvdkit.torch.precision import Precision
 from hvdkit.torch.staging import HostStaging
 from hvdkit.torch.state_broadcast import broadcast_within
@@ -31,6 +29,32 @@ def _host_copy(obj: Any) -> Any:
     if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
         return tuple(_host_copy(v) for v in obj)
     return copy.deepcopy(obj)
+
+
+def _tensor_leaf(o: Any) -> tuple[torch.Tensor, bool] | None:
+    if not isinstance(o, torch.Tensor):
+        return None
+    t = o.detach()
+    if t.layout != torch.strided:
+        raise UnsupportedValueError(f"a {t.layout} tensor (safetensors holds dense tensors; store it .to_dense())")
+    if t.device.type != "cpu":
+        t = t.cpu()
+    return t.contiguous(), False
+
+
+def dump_tensors(obj: Any) -> tuple[Any, Any]:
+    """``obj`` as a checkpoint's JSON tree and a payload that writes its tensors as safetensors."""
+    from safetensors.torch import save_file
+
+    tree, tensors = split(obj, _tensor_leaf)
+    return tree, lambda path: save_file(tensors, str(path))
+
+
+def load_tensors(tree: Any, data: bytes) -> Any:
+    """What :func:`dump_tensors` wrote: only tensors and plain data are built, never code from the file."""
+    from safetensors.torch import load
+
+    return join(tree, load(data))  # each tensor owns a writable copy of its bytes
 
 
 class TorchOps:
@@ -61,9 +85,8 @@ class TorchOps:
         """Not needed for torch optimizers (the LR is outside the buffer); kept for the interface."""
 
     def capture(self) -> Snapshot:
-        """Model, optimizer and RNG state: tensors and plain data only, so it loads with
-        ``torch.load(weights_only=True)``; every tensor copied to host memory, so training can go on
-        while a background thread writes it."""
+        """Model, optimizer and RNG state: tensors and plain data only (a checkpoint holds nothing else);
+        every tensor copied to host memory, so training can go on while a background thread writes it."""
         snapshot: Snapshot = {
             "model": _host_copy(self.model.state_dict()),
             "optimizer": _host_copy(self.optimizer.state_dict()),
@@ -112,15 +135,12 @@ class TorchOps:
         hvd.broadcast_parameters(self.model.state_dict(), root_rank=root_rank)
         hvd.broadcast_optimizer_state(self.optimizer, root_rank=root_rank)
 
-    def dump(self, obj: Any, f: Any) -> None:
-        """``torch.save`` into ``f``, without the zip's CRC-32 (the store checksums the file:
-        :mod:`hvdkit.torch.crc_free_save`); refuses (naming where) anything ``weights_only`` loading would
-        refuse."""
+    def dump(self, obj: Any) -> tuple[Any, Any]:
+        """``obj`` as a JSON tree plus a payload that writes its tensors as safetensors (format 4:
+        docs/checkpoint-format.md); raises ``UnsupportedValueError`` naming any part that is neither."""
         self.staging.wait()  # a capture_staged snapshot is complete
-        check_plain(obj, (torch.Tensor, torch.Size), "checkpoint")
-        save_without_crc32(obj, f)
+        return dump_tensors(obj)
 
-    def loads(self, data: bytes, *, trust_pickle: bool = False) -> Any:
-        """Read what :meth:`dump` wrote with ``torch.load(weights_only=True)``: tensors and plain data only,
-        never code from the file. ``trust_pickle=True`` loads anything (it can run code the file names)."""
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=not trust_pickle)
+    def loads(self, tree: Any, data: bytes) -> Any:
+        """Rebuild what :meth:`dump` gave from the JSON tree and the safetensors file's bytes."""
+        return load_tensors(tree, data)

@@ -12,7 +12,6 @@ import pytest
 from helpers import REPO, WORKERS, requires_horovod
 
 from hvdkit.core import CheckpointStore
-from hvdkit.core.checkpoint_store import SPARE_PREFIX
 
 pytestmark = [requires_horovod, pytest.mark.timeout(240)]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -31,16 +30,16 @@ def test_async_and_blocking_saves_write_the_same_checkpoint(tmp_path):
         assert proc.returncode == 0, out[-3000:]
         outs[mode] = out.strip().splitlines()[-1]
         found = CheckpointStore(tmp_path / mode).latest()
-        assert found is not None and found[0].epoch == 3
+        assert found is not None and found.manifest.epoch == 3
         assert sorted(p.name for p in (tmp_path / mode).iterdir() if p.suffix == ".json") == [
             "ckpt-000002-0000000004.json", "ckpt-000003-0000000006.json"]  # keep=2 held after fit returned
-        assert not [p.name for p in (tmp_path / mode).iterdir() if p.suffix == ".tmp"]  # nor a spare left
+        assert not [p.name for p in (tmp_path / mode).iterdir() if p.suffix == ".tmp"]
     assert outs["async"] == outs["sync"], outs
 
 
 def writing(name):
-    """A checkpoint being written (not the idle spare a pruned payload became)."""
-    return name.startswith(".ckpt-") and not name.startswith(SPARE_PREFIX) and name.endswith(".tmp")
+    """A checkpoint file being written."""
+    return name.startswith(".ckpt-") and name.endswith(".tmp")
 
 
 def test_sigkill_during_a_background_write_leaves_the_previous_checkpoint_loadable(tmp_path):
@@ -60,13 +59,13 @@ def test_sigkill_during_a_background_write_leaves_the_previous_checkpoint_loadab
         finally:
             proc.kill()
             proc.communicate(timeout=30)
-        temporaries = [p for p in folder.iterdir() if p.name.endswith(".tmp")]  # the spare too, if any
+        temporaries = [p for p in folder.iterdir() if p.name.endswith(".tmp")]
         if any(writing(p.name) for p in temporaries):
             break
     else:
         pytest.fail("three kills all landed between writes")
     store = CheckpointStore(folder)
-    manifest, _ = store.latest()  # verifies the checksum
+    manifest = store.latest().manifest  # verifies the checksum
     assert manifest.epoch >= 1
     assert all(not p.name.startswith(f".{manifest.payload}.") for p in temporaries)
     # The next run's start-up removes what the killed writer left.

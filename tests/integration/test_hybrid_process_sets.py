@@ -92,4 +92,4 @@ def test_keras_callbacks_and_optimizer_stay_within_their_process_set(tmp_path):
     np.testing.assert_allclose(logs[1]["history"]["loss"], loss[1], rtol=1e-6)  # alone in its set: unchanged
     for name in ("set02", "set1"):  # each set's first rank wrote its own folder
         found = CheckpointStore(ckpt / name).latest()
-        assert found is not None and found[0].epoch == 2, name
+        assert found is not None and found.manifest.epoch == 2, name

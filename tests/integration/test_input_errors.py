@@ -50,8 +50,9 @@ def test_an_exception_mid_fit_still_ends_the_run_for_callbacks(tmp_path):
 
 
 def test_a_checkpoint_that_names_code_is_refused_and_runs_nothing(tmp_path):
-    """#13 item 6: a pickle dropped into the folder (valid manifest and checksum) ran code as root."""
+    """#13 item 6: a pickle dropped into the folder (valid manifest and checksum) ran code as root; now the
+    tensor file is read as safetensors only."""
     out = run("malicious-checkpoint", tmp_path)
-    assert "cannot be loaded without pickle" in out and "trust_pickle=True" in out, out[-3000:]
+    assert "checkpoint ckpt-000001-0000000005.safetensors cannot be loaded" in out, out[-3000:]
     assert "steps=0 " in out
     assert not (tmp_path / "PWNED").exists()

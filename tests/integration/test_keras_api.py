@@ -194,11 +194,12 @@ def test_a_checkpoint_that_names_code_is_refused_in_keras(hk, tmp_path):
             return (os.system, (f"touch {tmp_path}/PWNED",))
 
     store = CheckpointStore(tmp_path / "ckpt")
-    store.save(pickle.dumps({"framework": Evil()}), epoch=1, global_step=2, world_size=1, framework="keras")
+    store.save(pickle.dumps({"framework": Evil()}), state={"framework": {"__tensor__": "framework"}}, epoch=1,
+               global_step=2, world_size=1, framework="keras")
     store.flush()
     model = small_model(keras)
     model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
-    with pytest.raises(ValueError, match=r"cannot be loaded without pickle.*trust_pickle=True"):
+    with pytest.raises(ValueError, match=r"checkpoint ckpt-000001-0000000002.safetensors cannot be loaded"):
         Checkpoint(tmp_path / "ckpt").resume_epoch(model)
     assert not (tmp_path / "PWNED").exists()
 
@@ -217,16 +218,18 @@ def test_a_torch_checkpoint_folder_in_keras_is_a_clear_error(hk, tmp_path):
 
 
 def test_keras_checkpoints_load_without_pickle(hk, tmp_path):
-    import keras
+    import json
 
-    from hvdkit.core import safe_format
+    import keras
+    from safetensors.numpy import load_file
+
     from hvdkit.keras.callbacks import Checkpoint
 
     x, y = np.ones((8, 4), np.float32), np.zeros((8, 3), np.float32)
     model = small_model(keras)
     model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1, momentum=0.9)), loss="mse")
     model.fit(x, y, epochs=2, batch_size=4, verbose=0, callbacks=[Checkpoint(tmp_path)])
-    payload = sorted(tmp_path.glob("*.bin"))[-1].read_bytes()
-    assert payload.startswith(safe_format.MAGIC)
-    snap = safe_format.loads(payload)
-    np.testing.assert_allclose(snap["framework"]["model"][0], model.get_weights()[0])
+    arrays = load_file(sorted(tmp_path.glob("*.safetensors"))[-1])  # any safetensors reader
+    state = json.loads(sorted(tmp_path.glob("*.json"))[-1].read_text())["state"]
+    assert state["framework"]["model"][0] == {"__tensor__": "framework/model/0"}
+    np.testing.assert_allclose(arrays["framework/model/0"], model.get_weights()[0])

@@ -75,7 +75,7 @@ def test_checkpoint_resume_through_fit_and_a_corrupt_newest_checkpoint(tmp_path)
     for r in (0, 1):
         assert_same(second / f"rank{r}.npz", full / f"rank{r}.npz", atol=1e-6)
     # damage the newest checkpoint (epoch 4): a new run resumes from epoch 3 with a warning naming it
-    newest = sorted(ckpt.glob("*.bin"))[-1]
+    newest = sorted(ckpt.glob("*.safetensors"))[-1]
     newest.write_bytes(newest.read_bytes()[:100])
     third, proc = run(tmp_path, "third", 2, *common, "--epochs", "4", "--checkpoint-dir", str(ckpt))
     assert read_json(third / "rank0.json")["initial_epoch"] == 3

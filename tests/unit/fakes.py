@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
+
+from hvdkit.core.checkpoint_tree import join, load_numpy, numpy_leaf, numpy_payload, split
 
 
 class DictOps:
@@ -41,11 +42,12 @@ class DictOps:
     def broadcast_state(self, root_rank: int, process_set: Any = None) -> None:
         pass
 
-    def dump(self, obj: Any, f: Any) -> None:
-        pickle.dump(obj, f)
+    def dump(self, obj: Any) -> tuple[Any, Any]:
+        tree, arrays = split(obj, numpy_leaf)
+        return tree, numpy_payload(arrays)
 
-    def loads(self, data: bytes, *, trust_pickle: bool = False) -> Any:
-        return pickle.loads(data)
+    def loads(self, tree: Any, data: bytes) -> Any:
+        return join(tree, load_numpy(data))
 
 
 def run_epochs(engine, epochs: int, steps: int, on_step=None) -> None:

@@ -39,7 +39,7 @@ def test_a_resumed_run_keeps_its_run_identity_and_its_newest_checkpoints(tmp_pat
     run_epochs(Engine(LocalComm(), DictOps(), [second]), epochs=5, steps=2)
     assert second.restored.epoch == 3 and second.run_id == first.run_id
     store = CheckpointStore(tmp_path)
-    assert store.run_ids() == {first.run_id} and store.latest()[0].epoch == 5
+    assert store.run_ids() == {first.run_id} and store.latest().manifest.epoch == 5
     assert len(list(tmp_path.glob("*.json"))) == 2
 
 
@@ -75,7 +75,7 @@ def test_a_checkpoint_of_another_framework_is_a_clear_error(tmp_path):
 def test_start_up_removes_temporary_files_of_a_writer_that_died(tmp_path):
     """#13 item 5: a crashed save's temporary file went away only at the next successful save."""
     tmp_path.mkdir(exist_ok=True)
-    leftover = tmp_path / f".ckpt-000001-0000000002.bin.{os.getpid()}.x.tmp"
+    leftover = tmp_path / f".ckpt-000001-0000000002.safetensors.{os.getpid()}.x.tmp"
     leftover.write_bytes(b"\0" * 1000)
     eng = Engine(LocalComm(), DictOps(), [Checkpoint(tmp_path)])
     eng.train_begin(epochs=1, steps_per_epoch=1)

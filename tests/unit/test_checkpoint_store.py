@@ -1,5 +1,6 @@
 """Atomic, checksummed, keep-N checkpoints on real files, including a writer SIGKILLed mid-write."""
 
+import json
 import os
 import signal
 import subprocess
@@ -22,9 +23,19 @@ def test_save_and_latest(tmp_path):
     store = CheckpointStore(tmp_path, keep=3)
     for n in range(1, 4):
         save(store, n)
-    manifest, data = store.latest()
+    manifest, state, data = store.latest()
     assert (manifest.epoch, manifest.global_step, manifest.world_size, manifest.framework) == (3, 30, 2, "t")
-    assert data == b"payload-3"
+    assert manifest.format == 4 and state is None and data == b"payload-3"
+
+
+def test_the_state_travels_in_the_manifest_as_json(tmp_path):
+    store = CheckpointStore(tmp_path, keep=3)
+    state = {"counters": {"epoch": 2, "history": {"loss": [0.5, 0.25]}}, "rng": [1, [2, 3]]}
+    m = store.save(b"tensors", state=state, epoch=2, global_step=20, world_size=1, framework="t")
+    on_disk = json.loads((tmp_path / "ckpt-000002-0000000020.json").read_text())
+    assert on_disk["state"] == state and on_disk["format"] == 4 and on_disk["payload"] == m.payload
+    assert m.payload == "ckpt-000002-0000000020.safetensors"
+    assert store.latest().state == state
 
 
 def test_keep_n_prunes_oldest(tmp_path):
@@ -32,11 +43,9 @@ def test_keep_n_prunes_oldest(tmp_path):
     for n in range(1, 6):
         save(store, n)
     store.flush()
-    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == [spare_name(tmp_path)]
-    store.discard_spare()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "ckpt-000004-0000000040.bin", "ckpt-000004-0000000040.json",
-        "ckpt-000005-0000000050.bin", "ckpt-000005-0000000050.json"]
+        "ckpt-000004-0000000040.json", "ckpt-000004-0000000040.safetensors",
+        "ckpt-000005-0000000050.json", "ckpt-000005-0000000050.safetensors"]
 
 
 def test_truncated_newest_is_skipped_with_a_warning_naming_it(tmp_path, caplog):
@@ -45,7 +54,7 @@ def test_truncated_newest_is_skipped_with_a_warning_naming_it(tmp_path, caplog):
     m2 = save(store, 2, b"x" * 1000)
     (tmp_path / m2.payload).write_bytes(b"x" * 10)
     with caplog.at_level("WARNING", logger="hvdkit"):
-        manifest, data = store.latest()
+        manifest, _, data = store.latest()
     assert manifest.epoch == 1 and data == b"payload-1"
     assert m2.payload in caplog.text and "truncated" in caplog.text
 
@@ -91,7 +100,7 @@ WRITER = textwrap.dedent("""
         sys.stdout.write("MIDWRITE\\n"); sys.stdout.flush()
         sys.stdin.read()
     cs.os.fsync = fsync_then_block
-    def partial(path, data, spare=None):
+    def partial(path, data):
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
                                    dir=path.parent)
         with os.fdopen(fd, "wb") as f:
@@ -114,7 +123,7 @@ def test_writer_sigkilled_mid_write_leaves_previous_checkpoint_loadable(tmp_path
     assert proc.returncode == -signal.SIGKILL
     assert any(p.name.endswith(".tmp") for p in tmp_path.iterdir())  # the killed write really started
     store = CheckpointStore(tmp_path, keep=3)
-    manifest, data = store.latest()
+    manifest, _, data = store.latest()
     assert manifest.epoch == 1 and data == b"good" * 1000
     save(store, 3)  # the next save cleans the dead writer's temporary file
     store.flush()
@@ -190,95 +199,27 @@ def test_a_full_disk_names_the_file(tmp_path, monkeypatch):
 
     import hvdkit.core.checkpoint_store as cs
 
-    def no_space(path, payload, spare=None):
+    def no_space(path, payload):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(cs, "atomic_write", no_space)
-    with pytest.raises(OSError, match=r"writing checkpoint '.*ckpt-000001-0000000010'.bin/.json failed: No space"):
+    with pytest.raises(OSError, match=r"checkpoint '.*ckpt-000001-0000000010'.safetensors/.json failed: No space"):
         save(CheckpointStore(tmp_path), 1)
 
 
-def spare_name(folder):
-    names = [p.name for p in folder.iterdir() if p.name.startswith(".ckpt-spare.") and p.name.endswith(".tmp")]
-    assert len(names) == 1, sorted(p.name for p in folder.iterdir())
-    return names[0]
-
-
-def test_the_next_save_overwrites_the_pruned_payload_in_place(tmp_path):
-    """Recycling: the pruned checkpoint's payload becomes the spare (same inode, locked, not cleaned as a
-    dead writer's file) and the next save writes into it, a shorter payload truncating it."""
-    store = CheckpointStore(tmp_path, keep=1)
-    m1 = save(store, 1, b"a" * 50000)
-    inode = (tmp_path / m1.payload).stat().st_ino
-    save(store, 2, b"b" * 40000)
-    store.flush()
-    assert not (tmp_path / m1.payload).exists() and not (tmp_path / f"{Path(m1.payload).stem}.json").exists()
-    spare = tmp_path / spare_name(tmp_path)
-    assert spare.stat().st_ino == inode
-    assert store.clean_temporaries() == [] and spare.exists()  # its lock is held: not a dead writer's
-    m3 = save(store, 3, b"c" * 100)
-    store.flush()
-    assert (tmp_path / m3.payload).stat().st_ino == inode
-    manifest, data = store.latest()  # verifies size and checksum
-    assert manifest.epoch == 3 and data == b"c" * 100
-    store.discard_spare()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000003-0000000030.bin", "ckpt-000003-0000000030.json"]
-
-
-def test_a_payload_linked_elsewhere_is_deleted_not_overwritten(tmp_path):
-    store = CheckpointStore(tmp_path / "ckpt", keep=1)
-    m1 = save(store, 1, b"keep me")
-    os.link(tmp_path / "ckpt" / m1.payload, tmp_path / "mine.bin")  # a user keeps epoch 1
-    for n in (2, 3, 4):
-        save(store, n, b"later" * n)
-    store.flush()
-    assert (tmp_path / "mine.bin").read_bytes() == b"keep me"
-    assert (tmp_path / "mine.bin").stat().st_nlink == 1  # the store's name for it is gone
-    assert store.latest()[1] == b"later" * 4
-
-
-def test_a_failed_write_into_the_spare_leaves_no_temporary_and_the_last_checkpoint(tmp_path):
+def test_a_failed_write_leaves_no_temporary_and_the_last_checkpoint(tmp_path):
     store = CheckpointStore(tmp_path, keep=1)
     for n in (1, 2):
         save(store, n, b"x" * 1000 * n)
     store.flush()
-    spare_name(tmp_path)
 
-    def half_then_full_disk(f):
-        f.write(b"y" * 500)
+    def half_then_full_disk(path):
+        path.write_bytes(b"y" * 500)
         raise OSError(28, "No space left on device")
 
     with pytest.raises(OSError, match="No space left on device"):
         store.save(half_then_full_disk, epoch=3, global_step=30, world_size=1, framework="t")
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
-    assert store.latest()[1] == b"x" * 2000
-    save(store, 4)  # and the store goes on, creating a file again
-    assert store.latest()[1] == b"payload-4"
-
-
-SPARE_HOLDER = textwrap.dedent("""
-    import os, signal, sys
-    sys.path.insert(0, sys.argv[2])
-    from hvdkit.core import CheckpointStore
-    store = CheckpointStore(sys.argv[1], keep=1)
-    for n in (1, 2):
-        store.save(b"x" * 1000, epoch=n, global_step=n, world_size=1, framework="t")
-    store.flush()
-    if sys.argv[3] == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-""")
-
-
-@pytest.mark.parametrize("end", ["exit", "kill"])
-def test_a_spare_does_not_outlive_its_process(tmp_path, end):
-    """At a normal exit the store deletes its spare; after a SIGKILL the lock is gone and the next start's
-    clean-up removes it as a dead writer's file."""
-    proc = subprocess.run([sys.executable, "-c", SPARE_HOLDER, str(tmp_path), str(REPO), end], timeout=60)
-    assert proc.returncode == (0 if end == "exit" else -signal.SIGKILL)
-    leftovers = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
-    if end == "exit":
-        assert leftovers == []
-    else:
-        assert [p.name for p in leftovers] == [spare_name(tmp_path)]
-        assert CheckpointStore(tmp_path).clean_temporaries() == leftovers
-    assert CheckpointStore(tmp_path).latest()[0].epoch == 2
+    assert store.latest().data == b"x" * 2000
+    save(store, 4)
+    assert store.latest().data == b"payload-4"

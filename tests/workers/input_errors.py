@@ -66,7 +66,8 @@ try:
                 return (os.system, (f"touch {folder}/PWNED",))
 
         store = CheckpointStore(folder)
-        store.save(pickle.dumps({"framework": Evil()}), epoch=1, global_step=5, world_size=1, framework="torch")
+        store.save(pickle.dumps({"framework": Evil()}), state={"framework": {"__tensor__": "framework"}}, epoch=1,
+                   global_step=5, world_size=1, framework="torch")
         store.flush()
         trainer(Checkpoint(folder)).fit(train, epochs=2, batch_size=8)
     elif case == "accumulate-too-few":

@@ -1,0 +1,126 @@
+"""A checkpoint's state as two halves: a JSON tree and the named tensors it refers to.
+
+A format-4 checkpoint stores tensors and arrays in one safetensors file and everything else (counters,
+LR state, RNG states, callback states, the optimizer's ``param_groups``) as JSON in its manifest
+(docs/checkpoint-format.md). :func:`split` takes a snapshot apart, :func:`join` puts it back; neither
+ever builds anything but plain data and what the framework's safetensors reader returns, so loading a
+checkpoint never runs code from the folder.
+
+JSON lacks some of Python's plain types; they are written as one-key objects:
+``{"__tensor__": key}`` (a tensor or array in the safetensors file; ``"scalar": true`` for a NumPy
+scalar), ``{"__tuple__": [...]}``, ``{"__dict__": [[key, value], ...]}`` (a dict whose keys are not all
+strings, or start with ``__``: an optimizer's state is keyed by integers), ``{"__float__": "nan"}``
+(non-finite floats) and ``{"__bytes__": base64}``.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+TENSOR, TUPLE, DICT, FLOAT, BYTES = "__tensor__", "__tuple__", "__dict__", "__float__", "__bytes__"
+
+#: Given a value, the tensor to store for it (and whether it was a NumPy scalar), or None if it is no tensor.
+Leaf = Callable[[Any], "tuple[Any, bool] | None"]
+
+
+class UnsupportedValueError(ValueError):
+    """A value a checkpoint cannot hold (the message names where it is)."""
+
+
+def split(obj: Any, leaf: Leaf) -> tuple[Any, dict[str, Any]]:
+    """``obj`` as a JSON-serialisable tree plus the tensors it refers to, by key. Keys are the tensors' paths
+    in ``obj`` joined by ``/`` (``framework/model/fc.weight``), so the safetensors file reads on its own."""
+    tensors: dict[str, Any] = {}
+
+    def encode(o: Any, path: tuple[str, ...], where: str) -> Any:
+        try:
+            found = leaf(o)
+        except UnsupportedValueError as exc:
+            raise UnsupportedValueError(f"{where}: {exc}") from None
+        if found is not None:
+            key = "/".join(path) or "tensor"
+            if key in tensors:  # two paths that join alike (a key holding "/")
+                key = f"{key}#{len(tensors)}"
+            tensors[key] = found[0]
+            return {TENSOR: key, "scalar": True} if found[1] else {TENSOR: key}
+        if o is None or (isinstance(o, (bool, str, int)) and type(o).__module__ == "builtins"):
+            return o
+        if type(o) is float:
+            return o if math.isfinite(o) else {FLOAT: repr(o)}
+        if type(o) is bytes:
+            return {BYTES: base64.b64encode(o).decode()}
+        if type(o) is list:
+            return [encode(v, (*path, str(i)), f"{where}[{i}]") for i, v in enumerate(o)]
+        if isinstance(o, tuple) and not hasattr(o, "_fields"):  # torch.Size too; not a namedtuple
+            return {TUPLE: [encode(v, (*path, str(i)), f"{where}[{i}]") for i, v in enumerate(o)]}
+        if type(o) in (dict, OrderedDict):
+            if all(type(k) is str and not k.startswith("__") for k in o):
+                return {k: encode(v, (*path, k), f"{where}[{k!r}]") for k, v in o.items()}
+            return {DICT: [[encode(k, (*path, "key"), f"{where} key"), encode(v, (*path, str(k)), f"{where}[{k!r}]")]
+                           for k, v in o.items()]}
+        raise UnsupportedValueError(f"{where}: a {type(o).__module__}.{type(o).__qualname__} (checkpoints hold "
+                                    "tensors, arrays and plain data, so that loading them never runs code)")
+
+    return encode(obj, (), "checkpoint"), tensors
+
+
+def join(tree: Any, tensors: dict[str, Any]) -> Any:
+    """Rebuild what :func:`split` took apart; raises ValueError naming a tensor key the file lacks."""
+    if isinstance(tree, list):
+        return [join(v, tensors) for v in tree]
+    if not isinstance(tree, dict):
+        return tree
+    if TENSOR in tree:
+        key = tree[TENSOR]
+        if key not in tensors:
+            raise ValueError(f"the checkpoint's JSON refers to tensor {key!r}, which its safetensors file lacks")
+        value = tensors[key]
+        return value[()] if tree.get("scalar") else value
+    if TUPLE in tree:
+        return tuple(join(v, tensors) for v in tree[TUPLE])
+    if DICT in tree:
+        return {_hashable(join(k, tensors)): join(v, tensors) for k, v in tree[DICT]}
+    if FLOAT in tree:
+        return float(tree[FLOAT])
+    if BYTES in tree:
+        return base64.b64decode(tree[BYTES])
+    return {k: join(v, tensors) for k, v in tree.items()}
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
+
+
+# -- NumPy (Keras, and format-3 conversion): framework-free, so it lives here ----------------------
+_NUMPY_KINDS = set("biufc")  # bool, signed/unsigned int, float, complex
+
+
+def numpy_leaf(o: Any) -> tuple[Any, bool] | None:
+    """The :data:`Leaf` for NumPy arrays and scalars."""
+    import numpy as np
+
+    if not isinstance(o, (np.ndarray, np.generic)):
+        return None
+    arr = np.asarray(o)
+    if arr.dtype.kind not in _NUMPY_KINDS:
+        raise UnsupportedValueError(f"a NumPy array of dtype {arr.dtype} (only numeric and bool arrays)")
+    return (arr if arr.flags.c_contiguous else arr.copy(order="C")), isinstance(o, np.generic)
+
+
+def numpy_payload(arrays: dict[str, Any]) -> Callable[[Path], None]:
+    """A payload for :meth:`~hvdkit.core.checkpoint_store.CheckpointStore.save` writing ``arrays`` as safetensors."""
+    from safetensors.numpy import save_file
+
+    return lambda path: save_file(arrays, str(path))
+
+
+def load_numpy(data: bytes) -> dict[str, Any]:
+    """The arrays of a safetensors file's bytes (each a writable copy of its bytes)."""
+    from safetensors.numpy import load
+
+    return load(data)
