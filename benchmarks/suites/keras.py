@@ -34,7 +34,8 @@ def run(quick: bool, rounds: int, log: Log) -> Result:
     log(f"model.fit vs tape loop, {inner} rounds alternating epochs of {paired_steps[1]} steps in one job")
     paired = run_worker("horovodrun", 2, KO, ["--rounds", str(inner), "--warmup", str(PAIRED_WARMUP), "--fit-data",
                                               "dataset", *paired_steps], tuned=True)
-    return {"runs": runs_summary(per), "order": ran, "timings": timings(per), "paired": {"fit vs tape loop, 2 procs": paired}, "targets": [
+    return {"runs": runs_summary(per), "order": ran, "timings": timings(per),
+            "paired": {"fit vs tape loop, 2 procs": paired}, "targets": [
         target("hvdkit (Keras model.fit) vs MultiWorkerMirroredStrategy (custom loop; Keras 3 fit fails under "
                "MWMS), samples/s", ratios(samples_per_s(per, fit), samples_per_s(per, mwms)), 1.0),
         target("hvdkit tape loop vs MultiWorkerMirroredStrategy, same loop, samples/s",

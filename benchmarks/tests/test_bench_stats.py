@@ -103,7 +103,9 @@ def test_timings_export_to_pyperf_and_two_runs_compare_with_pyperf(tmp_path):
     import sys
 
     def run(scale: float) -> dict:
-        return {"suites": {"allreduce": {"timings": {"allreduce hvdkit 1024 KiB": [scale * x for x in (1e-3, 2e-3)]}},
+        # five rounds each, close together: pyperf hides a difference it cannot call significant
+        per_round = [scale * x * 1e-3 for x in (1.0, 1.01, 0.99, 1.0, 1.02)]
+        return {"suites": {"allreduce": {"timings": {"allreduce hvdkit 1024 KiB": per_round}},
                            "keras": {"timings": {"train fit": [0.02, 0.03, 0.025]}}, "precision": {}}}
 
     quiet, loaded = report.pyperf_suite(run(1.0)), report.pyperf_suite(run(2.0))
@@ -116,4 +118,5 @@ def test_timings_export_to_pyperf_and_two_runs_compare_with_pyperf(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pyperf", "compare_to", str(tmp_path / "quiet.json"),
                            str(tmp_path / "loaded.json")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert "allreduce hvdkit 1024 KiB" in proc.stdout and "2.00x slower" in proc.stdout, proc.stdout
+    assert ("allreduce hvdkit 1024 KiB: Mean +- std dev: [quiet] 1.00 ms +- 0.01 ms -> [loaded] 2.01 ms +- 0.02 ms: "
+            "2.00x slower") in proc.stdout, proc.stdout
