@@ -4,6 +4,7 @@ suite through either entry point (``run`` or ``main(argv)``)."""
 import importlib.machinery
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import types
@@ -29,8 +30,9 @@ def test_suites_are_found_by_file_name():
 
 def test_bad_suites_and_rounds_are_refused_before_anything_runs(tmp_path):
     def run(*argv):
+        # no launchers on PATH: were a check missing, the suite would fail at once instead of running
         return subprocess.run([sys.executable, str(RUN), *argv], capture_output=True, text=True, timeout=60,
-                              cwd=tmp_path)
+                              cwd=tmp_path, env={**os.environ, "PATH": str(tmp_path)})
 
     proc = run("nccl", "allreduce", "--out", str(tmp_path / "out"))
     assert proc.returncode == 2
