@@ -7,12 +7,15 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``hvdkit`` command: doctor, build-horovod, elastic-local, slurm-gloo, bench."""
+    """The ``hvdkit`` command: doctor, build-horovod, elastic-local, slurm-gloo."""
     parser = argparse.ArgumentParser(prog="hvdkit", description="Horovod data-parallel training toolkit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("doctor", help="show versions, Horovod's build matrix and problems with their fixes")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--allreduce", action="store_true",
+                   help="also measure this machine's allreduce bandwidth (a short 2-process horovodrun job) against "
+                        "the transport's own and warn when it is far below")
 
     p = sub.add_parser("build-horovod", help="build (or reuse from cache) and install the patched Horovod wheel")
     p.add_argument("--force", action="store_true", help="rebuild even when a cached wheel matches")
@@ -34,11 +37,6 @@ def main(argv: list[str] | None = None) -> int:
                        add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
-    p = sub.add_parser("bench", help="benchmarks against raw Horovod, DDP, tf.distribute, mpi4py, torch.save")
-    from hvdkit.bench.cli import add_arguments
-
-    add_arguments(p)
-
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["elastic-local"]:  # its options and the training command go on verbatim
         from hvdkit.elastic_local import main as elastic_main
@@ -49,13 +47,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return slurm_gloo_main(argv[1:])
     args = parser.parse_args(argv)
-    if args.command == "bench":
-        from hvdkit.bench.cli import run
-
-        return run(args, argv[1:])
     if args.command == "doctor":
         from hvdkit.doctor import main as doctor_main
 
+        if args.allreduce:
+            from hvdkit.allreduce_check import main as allreduce_main
+
+            return allreduce_main(as_json=args.json)
         return doctor_main(as_json=args.json)
     if args.command == "build-horovod":
         import json

@@ -3,8 +3,9 @@
 #   scripts/slow-checks.sh [tests] [pythons] [upstream-tf] [cuda-image]
 #   tests        the test-suite tests marked slow_check, which CI deselects (python -m pytest --slow-checks
 #                -m slow_check), but test_python_versions.py (next): upstream's test_tensorflow.py and its
-#                TensorFlow 2 elastic scenarios, the bench's throughput + Keras and scaling suites run whole,
-#                upstream's two TF2 synthetic-benchmark examples and its two elastic examples.
+#                TensorFlow 2 elastic scenarios, benchmarks/tests' suites other than allreduce (throughput +
+#                Keras, scaling) and the paired benchmark workers, upstream's two TF2 synthetic-benchmark
+#                examples and its two elastic examples.
 #   pythons      Horovod build + 2-process job on Python 3.12 and 3.13 (CI runs 3.11 only)
 #                (tests/integration/test_python_versions.py).
 #   upstream-tf  upstream Horovod v0.28.1's test_tensorflow.py through hvdkit.tensorflow at np=2, with

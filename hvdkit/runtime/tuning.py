@@ -27,14 +27,11 @@ RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
 
 # name -> (value, why), set only when training runs on the CPU (no GPU the framework can use).
 # Tensor fusion copies every fused gradient into Horovod's fusion buffer and back out, on the core the
-# rank computes on: with Horovod's 128 MiB threshold the compute-bound model's 6.4 MB of gradients cost
-# 1.35 ms more background-thread CPU per step here (3.58 vs 2.23 ms), and scaling 1 -> 2 processes was
-# 0.812 against 0.867 with 1 MiB (`hvdkit bench scaling`; docs/benchmarks.md, "Scaling 1 -> 2 processes").
-# A tensor above the threshold is reduced in place; smaller ones are still fused up to 1 MiB, which keeps
-# the latency win for many small tensors. On GPUs the copies are device-side and Horovod's default is
-# kept (not measured here). Elastic jobs get it too: their resets re-initialise Horovod in the same
-# process, which crashed Horovod 0.28.1 with both this and HOROVOD_CYCLE_TIME set from the environment
-# (fixed by hvdkit's patch 0006; tests/integration/test_horovod_reinit.py).
+# rank computes on; a 1 MiB threshold reduces larger tensors in place (docs/benchmarks.md, "Scaling 1 -> 2
+# processes"). On GPUs the copies are device-side and Horovod's default is kept (not measured here).
+# Elastic jobs get it too: their resets re-initialise Horovod in the same process, which crashed Horovod
+# 0.28.1 with both this and HOROVOD_CYCLE_TIME set from the environment (fixed by hvdkit's patch 0006;
+# tests/integration/test_horovod_reinit.py).
 CPU_RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
     "HOROVOD_FUSION_THRESHOLD": (str(1 << 20), "bytes: fuse only small tensors; larger ones are reduced in place, "
                                                "no copies through the fusion buffer"),

@@ -10,7 +10,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("cmd", [["ruff", "check", "hvdkit", "tests", "examples"], ["mypy"]])
+@pytest.mark.parametrize("cmd", [["ruff", "check", "hvdkit", "tests", "examples", "benchmarks", "benchmarks/run",
+                                  "conftest.py"], ["mypy"]])
 def test_tool_passes(cmd):
     if shutil.which(cmd[0]) is None:
         pytest.skip(f"{cmd[0]} not installed")
