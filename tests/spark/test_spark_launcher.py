@@ -154,3 +154,22 @@ def test_the_first_traceback_of_the_ranks_stderr_is_kept_for_the_exception():
     assert tail.first_error() == ('Traceback (most recent call last):\n  File "train.py", line 3\n'
                                   "RuntimeError: rank 1 failed on purpose")
     assert hk_spark._Tail(io.StringIO()).first_error() is None
+
+
+def test_run_checks_the_main_guard_with_mpi_only_and_passes_the_rest_to_horovod(tmp_path, monkeypatch):
+    pyspark = pytest.importorskip("pyspark") if os.environ.get("CI") != "true" else __import__("pyspark")
+    horovod_spark = pytest.importorskip("horovod.spark")
+    script = tmp_path / "driver.py"
+    script.write_text("import hvdkit.spark\nhvdkit.spark.run(print, num_proc=2)\n")
+    monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__file__=str(script)))
+    monkeypatch.setattr(pyspark.SparkContext, "_active_spark_context",
+                        types.SimpleNamespace(master="local[2]", defaultParallelism=2))
+    calls = []
+    monkeypatch.setattr(horovod_spark, "run", lambda fn, **kw: calls.append(kw) or ["rank 0", "rank 1"])
+    with pytest.raises(RuntimeError, match=rf"module level \({script}:2\)"):
+        hk_spark.run(print, num_proc=2, use_mpi=True)
+    with pytest.raises(ValueError, match=r"num_proc=3 is more than the 2 task\(s\)"):
+        hk_spark.run(print, num_proc=3, use_gloo=True)
+    assert not calls
+    assert hk_spark.run(print, args=[1], num_proc=2, use_gloo=True, start_timeout=30) == ["rank 0", "rank 1"]
+    assert calls[0]["args"] == (1,) and calls[0]["use_gloo"] is True and calls[0]["start_timeout"] == 30
