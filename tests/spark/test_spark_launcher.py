@@ -2,6 +2,7 @@
 line, and ``hvdkit.spark.run``'s checks (inputs, the driver script's main guard) that fail before any job."""
 
 import os
+import subprocess
 import sys
 import types
 
@@ -57,10 +58,10 @@ def test_spark_task_and_driver_are_this_process_only(monkeypatch):
 
 
 def test_pyspark_is_never_imported_to_look():
-    if "pyspark" in sys.modules:
-        pytest.skip("pyspark is already imported in this process")
-    detect()
-    assert "pyspark" not in sys.modules
+    code = ("import sys; from hvdkit.runtime.environments import detect; detect(); from hvdkit import doctor; "
+            "doctor._spark(doctor.Report()); print('pyspark' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False", out.stderr
 
 
 def test_doctor_reports_the_spark_extra_and_what_it_lacks(monkeypatch):
