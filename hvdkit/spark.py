@@ -51,9 +51,10 @@ def _is_main_guard(node: ast.stmt) -> bool:
 
 
 def unguarded_run_calls(source: str) -> list[int]:
-    """Lines where ``source`` calls ``horovod.spark.run`` (or ``run_elastic``, or :func:`run`), under any
-    import alias, where a re-import of the module would run it: at module level and outside
-    ``if __name__ == "__main__":``. Calls inside functions and classes run only when called."""
+    """Lines where ``source`` starts ``horovod.spark.run`` (or ``run_elastic``, or :func:`run`), under any
+    import alias, when the module is imported: a module-level call outside ``if __name__ == "__main__":``,
+    to the run itself or to a module-level function that (directly or through others) calls it, as
+    ``def main(): ... run(...)`` followed by a bare ``main()`` does."""
     tree = ast.parse(source)
     aliases: dict[str, str] = {}  # local name -> what it was imported as
     for node in ast.walk(tree):
@@ -63,6 +64,24 @@ def unguarded_run_calls(source: str) -> list[int]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for a in node.names:
                 aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def resolve(func: ast.expr) -> str | None:
+        name = _dotted(func)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        return aliases.get(head, head) + (f".{rest}" if rest else "")
+
+    def called(node: ast.AST) -> set[str]:
+        return {name for sub in ast.walk(node) if isinstance(sub, ast.Call) and (name := resolve(sub.func))}
+
+    functions = {f.name: called(f) for f in tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    starters = set(RUN_FUNCTIONS)
+    while True:  # functions that reach the run through other module-level functions
+        more = {name for name, calls in functions.items() if calls & starters} - starters
+        if not more:
+            break
+        starters |= more
     lines: list[int] = []
 
     def visit(node: ast.AST) -> None:
@@ -72,13 +91,8 @@ def unguarded_run_calls(source: str) -> list[int]:
             for statement in node.orelse:
                 visit(statement)
             return
-        if isinstance(node, ast.Call):
-            name = _dotted(node.func)
-            if name:
-                head, _, rest = name.partition(".")
-                full = aliases.get(head, head) + (f".{rest}" if rest else "")
-                if full in RUN_FUNCTIONS:
-                    lines.append(node.lineno)
+        if isinstance(node, ast.Call) and resolve(node.func) in starters:
+            lines.append(node.lineno)
         for child in ast.iter_child_nodes(node):
             visit(child)
 

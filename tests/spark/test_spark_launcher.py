@@ -103,6 +103,9 @@ if __name__ == "__main__":
     ("import hvdkit.spark\nresult = [hvdkit.spark.run(train)]\n", [2]),
     ("import hvdkit.spark\nif __name__ != '__main__':\n    pass\nelse:\n    hvdkit.spark.run(train)\n", [5]),
     ("import horovod.spark\nif __name__ == '__main__':\n    pass\nelse:\n    horovod.spark.run(train)\n", [5]),
+    # the usual script: main() calls the run, through another function; a bare main() call starts it
+    ("import hvdkit.spark\ndef go():\n    hvdkit.spark.run(train)\ndef main():\n    go()\ndef other():\n"
+     "    pass\nother()\nmain()\n", [9]),
 ])
 def test_unguarded_run_calls_finds_module_level_runs_under_any_alias(source, lines):
     assert hk_spark.unguarded_run_calls(source) == lines
