@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -79,6 +80,22 @@ def _horovod_build(report: Report) -> None:
         report.problem("Horovod has neither an MPI nor a Gloo controller", "hvdkit build-horovod --force", True)
 
 
+def _spark(report: Report) -> None:
+    """The hvdkit[spark] extra: horovod.spark imports pyarrow and pandas, and pyspark starts a JVM."""
+    versions = {d: _version(d) for d in ("pyspark", "pyarrow", "pandas")}
+    if versions["pyspark"] is None:
+        report.facts["spark"] = None
+        return
+    report.facts["spark"] = {**versions, "java": shutil.which("java")}
+    missing = [d for d, v in versions.items() if v is None]
+    if missing:
+        report.problem(f"pyspark is installed but not {', '.join(missing)}: `import horovod.spark` fails",
+                       "pip install 'hvdkit[spark]'")
+    if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
+        report.problem("pyspark is installed but there is no Java (no java on PATH, no JAVA_HOME): Spark cannot start",
+                       "apt-get install default-jre-headless (Spark 4 needs Java 17 or newer)")
+
+
 def collect() -> Report:
     """Inspect this environment."""
     r = Report()
@@ -104,6 +121,8 @@ def collect() -> Report:
     f["launcher"] = {"kind": launcher.kind, "detail": launcher.detail, "uses": launcher.uses}
     if launcher.problem:
         r.problem(launcher.problem, "see docs/clusters.md (Slurm)")
+
+    _spark(r)
 
     f["supported_pythons"] = supported_names()
     if not is_supported():
@@ -138,6 +157,10 @@ def render(r: Report) -> str:
             lines.append(f"  {'supported pythons':<18} {f.get('supported_pythons')}")
     tpr = ", ".join(f"{n} rank(s)/host -> {t}" for n, t in f["threads_per_rank"].items())
     lines.append(f"  {'threads per rank':<18} {tpr}")
+    spark = f.get("spark")
+    lines.append(f"  {'spark':<18} " + (f"pyspark {spark['pyspark']}, pyarrow {spark['pyarrow'] or 'missing'}, pandas "
+                                         f"{spark['pandas'] or 'missing'}, java {spark['java'] or 'missing'}"
+                                         if spark else "not installed (pip install 'hvdkit[spark]')"))
     if f.get("launcher"):
         lines += [f"  {'launcher':<18} {f['launcher']['detail']}", f"  {'will use':<18} {f['launcher']['uses']}"]
     b = f.get("horovod_build")

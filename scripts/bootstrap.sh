@@ -20,9 +20,9 @@ quiet_pip() { python -m pip "$@" 2> >(grep -v "^WARNING: Location '.*' is ignore
 
 # 1. A supported Python, then system packages -----------------------------------------
 # Build: Open MPI, cmake, a compiler, Python's headers. Tests: sshd and iproute2 (the namespace
-# cluster), the linters shellcheck and docker-compose (the Docker checks).
+# cluster), the linters shellcheck and docker-compose (the Docker checks), Java for Spark (tests/spark).
 apt_pkgs=(openmpi-bin libopenmpi-dev cmake g++ make git openssh-client openssh-server iproute2 procps
-          shellcheck docker-compose ca-certificates)
+          shellcheck docker-compose ca-certificates default-jre-headless)
 py=$(bash "$repo/scripts/find-python.sh") || py=""
 if [ -z "$py" ]; then
   [ -n "${HVDKIT_PYTHON:-}" ] && exit 1   # find-python.sh said why; never replace the user's choice

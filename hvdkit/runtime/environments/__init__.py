@@ -1,7 +1,8 @@
 """Which launcher started this process, and what hvdkit does with it.
 
 One module per launcher: :mod:`.local` (none, or ``horovodrun`` on this machine), :mod:`.slurm`
-(an allocation or an ``srun`` step) and :mod:`.mpijob` (the Kubeflow MPI Operator's launcher).
+(an allocation or an ``srun`` step), :mod:`.mpijob` (the Kubeflow MPI Operator's launcher) and
+:mod:`.spark` (a rank of ``horovod.spark.run``, a Spark task, a Spark driver).
 :func:`detect` names the context for ``hvdkit doctor``; :func:`prepare_process` is the one hook the
 adapters' ``init()`` call before ``hvd.init()``: in an ``srun`` step started by ``hvdkit slurm-gloo``
 it maps ``SLURM_*`` to Horovod's Gloo variables, and it stops a step that could only train as
@@ -14,7 +15,7 @@ import os
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-from hvdkit.runtime.environments import local, mpijob, slurm
+from hvdkit.runtime.environments import local, mpijob, slurm, spark
 
 _MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 
@@ -22,7 +23,8 @@ _MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 @dataclass(frozen=True)
 class LauncherContext:
     """What started this process (``kind``), in words (``detail``), and what hvdkit will use."""
-    kind: str  # local | horovodrun | mpi | slurm-allocation | slurm-step | slurm-gloo | mpijob
+    kind: str  # local | horovodrun | mpi | slurm-allocation | slurm-step | slurm-gloo | mpijob | spark | spark-task
+    #            | spark-driver
     detail: str
     uses: str
     problem: str | None = None  # set when this process cannot train as launched
@@ -35,6 +37,10 @@ def _env(environ: MutableMapping[str, str] | None) -> MutableMapping[str, str]:
 def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> LauncherContext:
     """The launcher context of this process (nothing is changed)."""
     env = _env(environ)
+    if spark.in_horovod_run(env):  # before horovodrun and mpi: Spark's ranks have their variables too
+        controller = "Gloo" if "HOROVOD_RANK" in env else "MPI"
+        return LauncherContext("spark", spark.describe(env),
+                               f"Horovod's {controller} controller, as horovod.spark.run set it up")
     if "HOROVOD_RANK" in env and "HOROVOD_HOSTNAME" in env:
         return LauncherContext("horovodrun", local.horovodrun_describe(env), "Horovod's Gloo controller, as set")
     mpi_var = next((v for v in _MPI_RANK_VARS if v in env), None)
@@ -66,6 +72,15 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
         return LauncherContext("mpijob", mpijob.describe(env, hostfile),
                                f"`mpirun` reads {hostfile} (no -H); elastic: horovodrun --host-discovery-script "
                                f"{mpijob.DISCOVER_HOSTS}")
+    # A Spark task or driver is this process's state, not its environment: asked only about this process.
+    task = spark.task_context() if environ is None else None
+    if task is not None:
+        return LauncherContext("spark-task", spark.describe_task(task),
+                               "one process: start ranks with horovod.spark.run(fn, num_proc=N) from the driver")
+    driver = spark.active_driver() if environ is None else None
+    if driver is not None:
+        return LauncherContext("spark-driver", spark.describe_driver(driver),
+                               "one process here; hvdkit.spark.run(fn, num_proc=N) trains in N Spark tasks")
     return LauncherContext("local", local.describe(cores),
                            "one process, or `horovodrun -np N -H localhost:N` for N on this machine")
 
