@@ -17,10 +17,8 @@ DISCOVER_HOSTS = f"{CONFIG_DIR}/discover_hosts.sh"
 
 def hostfile_path(env: Mapping[str, str]) -> str | None:
     """The MPIJob hostfile this process sees, or None outside an MPIJob launcher."""
-    path = env.get("OMPI_MCA_orte_default_hostfile") or (HOSTFILE if env.get("K_MPI_JOB_ROLE") else None)
-    if path is None and os.path.isfile(HOSTFILE):
-        path = HOSTFILE
-    return path if path and os.path.isfile(path) else None
+    path = env.get("OMPI_MCA_orte_default_hostfile") or HOSTFILE
+    return path if os.path.isfile(path) else None
 
 
 def read_hostfile(path: str) -> list[tuple[str, int]]:
