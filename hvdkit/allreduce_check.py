@@ -1,10 +1,9 @@
 """``hvdkit doctor --allreduce``: this machine's allreduce bandwidth through Horovod against the transport's own.
 
-A short 2-process ``horovodrun`` job times Horovod's allreduce (with hvdkit's runtime settings) of 1-64 MiB
-float32 buffers; a second 2-process job times the same buffers through the transport Horovod ran on: Open
-MPI's own ``MPI_Allreduce`` (mpi4py, under ``mpirun``) or, for Gloo, ``torch.distributed``'s gloo backend
-(under ``torchrun``). Horovod adds a background thread and a negotiation per tensor, so it reaches somewhat
-less than the transport alone; far less means something on the machine or in the environment is off.
+Two 2-process jobs time allreduces of 1-64 MiB float32 buffers: one through Horovod (with hvdkit's
+runtime settings), one through the transport Horovod ran on (mpi4py under ``mpirun``, or
+``torch.distributed``'s gloo under ``torchrun``). Horovod's negotiation costs a little; far less
+bandwidth means something on the machine or in the environment is off.
 """
 
 from __future__ import annotations

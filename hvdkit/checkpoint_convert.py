@@ -1,15 +1,9 @@
 """``hvdkit checkpoint convert SRC [DST]``: rewrite checkpoints of older hvdkit formats (2, 3) as format 4.
 
-Format 3 held each checkpoint in one ``.bin`` payload: ``torch.save``'s zip for PyTorch, hvdkit's own
-``HVDKIT-SAFE-1`` layout (a JSON tree followed by raw NumPy arrays) for Keras, and pickles before that.
-Format 4 is a safetensors file plus JSON (docs/checkpoint-format.md). A checkpoint keeps its name,
-epoch, step, world size, run identity and place in the run's order, so a converted folder resumes where
-it stopped and retention goes on counting the same run.
-
-PyTorch payloads are read with ``torch.load(weights_only=True)``, Keras payloads with a reader of the
-old layout below (it builds plain data and numeric arrays only); pickles are read only with
-``--trust-pickle``. Each payload's checksum is verified first; a damaged checkpoint is reported and left
-as it is. In place (no DST) the new manifest replaces the old one atomically, then the ``.bin`` goes.
+Format 3 held one ``.bin`` payload: ``torch.save``'s zip for PyTorch, the ``HVDKIT-SAFE-1`` layout (JSON
+tree, then raw arrays) for Keras, pickles before that. A converted checkpoint keeps its name, counters,
+run identity and sequence, so the folder resumes where it stopped. Pickles are read only with
+``--trust-pickle``; a payload failing its checksum is reported and left as it is.
 """
 
 from __future__ import annotations
@@ -27,10 +21,9 @@ from typing import Any
 
 from hvdkit.core.atomic_file import atomic_write, checksum, fsync_dir
 from hvdkit.core.checkpoint_store import FORMAT_VERSION, TENSORS_SUFFIX, CheckpointStore, Manifest, read_manifest
-from hvdkit.core.checkpoint_tree import numpy_leaf, numpy_payload, split
+from hvdkit.core.checkpoint_tree import NUMERIC_KINDS, hashable_key, numpy_leaf, numpy_payload, split
 
 OLD_KERAS_MAGIC = b"HVDKIT-SAFE-1\n"
-_NUMERIC = set("biufc")
 
 
 def _old_keras_decode(node: Any, arrays: list[Any]) -> Any:
@@ -48,12 +41,8 @@ def _old_keras_decode(node: Any, arrays: list[Any]) -> Any:
     if "__tuple__" in node:
         return tuple(_old_keras_decode(v, arrays) for v in node["__tuple__"])
     if "__dict__" in node:
-        return {_frozen(_old_keras_decode(k, arrays)): _old_keras_decode(v, arrays) for k, v in node["__dict__"]}
+        return {hashable_key(_old_keras_decode(k, arrays)): _old_keras_decode(v, arrays) for k, v in node["__dict__"]}
     raise ValueError(f"not a node of hvdkit's format-3 Keras layout: {sorted(node)}")
-
-
-def _frozen(key: Any) -> Any:
-    return tuple(_frozen(k) for k in key) if isinstance(key, list) else key
 
 
 def read_old_keras(data: bytes) -> Any:
@@ -67,7 +56,7 @@ def read_old_keras(data: bytes) -> Any:
     arrays = []
     for meta in header["arrays"]:
         dtype = np.dtype(meta["dtype"])
-        if dtype.kind not in _NUMERIC:
+        if dtype.kind not in NUMERIC_KINDS:
             raise ValueError(f"refusing an array of dtype {dtype}")
         nbytes = int(meta["nbytes"])
         count = nbytes // dtype.itemsize if dtype.itemsize else 0

@@ -1,11 +1,9 @@
 """Elastic ``horovodrun`` on one machine, without the hangs (``hvdkit elastic-local``).
 
-Two pitfalls make Horovod's elastic mode unusable on a single host (see the shared notes):
-without ``--network-interface`` the driver waits forever for hosts to agree on a NIC, and a
-worker that fails gets its whole host blacklisted, which with one host stops the job. This
-helper names the machine twice (``localhost`` and ``127.0.0.1``, both launched locally
-without SSH), writes a discovery script that prints a hosts file you may edit while the job
-runs (remove a line: that "host" leaves; put it back: it rejoins), and runs
+On one host Horovod's elastic driver waits forever for a NIC without ``--network-interface``, and
+blacklisting the only host after a failure ends the job. So the machine is named twice (``localhost``
+and ``127.0.0.1``) in a hosts file the discovery script prints; edit it while the job runs to remove or
+re-add a "host". It runs
 
     horovodrun -np N --min-np M --max-np N --network-interface lo \\
         --host-discovery-script SCRIPT COMMAND...

@@ -1,9 +1,5 @@
-"""Extract a downloaded source archive without letting it write outside the target folder.
-
-``tarfile``'s ``filter="data"`` does exactly that, but only exists from Python 3.11.4 (and
-3.12.0); Debian bookworm's own python3.11 is 3.11.2 and raises ``TypeError`` on it. There the
-same rules are applied by hand: no absolute paths, no ``..``, links only to places inside the
-folder, nothing but files, folders and links, and no set-uid or set-gid bits.
+"""Extract a source archive without letting it write outside the target folder: ``tarfile``'s
+``filter="data"`` where it exists (Python >= 3.11.4; Debian bookworm has 3.11.2), else its rules by hand.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Build, cache and install a patched Horovod wheel for the frameworks in this environment.
 
-Upstream Horovod 0.28.1 (the latest release) does not build from its PyPI sdist
-against PyTorch >= 2.1 or TensorFlow >= 2.16. hvdkit owns a reproducible build:
-
-1. download the pinned sdist (its sha256 is checked),
-2. apply the patch files in ``hvdkit/buildtools/patches`` (each says why),
-3. build a wheel with PyTorch, TensorFlow, MPI and Gloo (plus NCCL when
-   ``HOROVOD_GPU_OPERATIONS=NCCL``) and a local version label,
-4. cache it outside the checkout under a key made of everything that changes
-   the binary, and install it from there.
-
-A cached wheel is reused; a changed key rebuilds. Nothing here ever lets pip
-fall back to the unpatched sdist.
+Horovod 0.28.1's sdist does not build against PyTorch >= 2.1 or TensorFlow >= 2.16, so hvdkit downloads
+it (sha256 checked), applies ``hvdkit/buildtools/patches`` (each says why), builds a wheel with a local
+version label and caches it under a key of everything that changes the binary (docs/install.md).
+pip never falls back to the unpatched sdist.
 """
 
 from __future__ import annotations
@@ -35,9 +27,7 @@ from hvdkit.buildtools.archive import safe_extract
 HOROVOD_VERSION = "0.28.1"
 SDIST_SHA256 = "92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0"
 PATCH_DIR = Path(__file__).with_name("patches")
-# Build flags that decide what the wheel contains (beside the GPU settings): the full
-# build hvdkit's own environment gets. collect_inputs() drops a framework or MPI that
-# the environment lacks, and a user's HOROVOD_WITH_*/WITHOUT_* settings win.
+# The full build; collect_inputs() drops what the environment lacks, and the user's HOROVOD_WITH_* win.
 BASE_FLAGS = {
     "HOROVOD_WITH_PYTORCH": "1",
     "HOROVOD_WITH_TENSORFLOW": "1",

@@ -1,9 +1,5 @@
-"""The Python versions hvdkit supports, in one place.
-
-``scripts/find-python.sh`` (the bootstrap's interpreter choice), ``pyproject.toml``'s
-``requires-python`` and ``hvdkit doctor`` all follow this list; a unit test keeps them equal.
-3.11 is the version CI runs the whole suite on; 3.12 and 3.13 need the
-``0005-no-stdlib-distutils`` patch for the Horovod build (stdlib ``distutils`` is gone in 3.12).
+"""The Python versions hvdkit supports, in one place: ``scripts/find-python.sh``, ``pyproject.toml``'s
+``requires-python`` and ``hvdkit doctor`` follow it (a unit test keeps them equal).
 """
 
 from __future__ import annotations
@@ -11,7 +7,6 @@ from __future__ import annotations
 import sys
 
 SUPPORTED: tuple[tuple[int, int], ...] = ((3, 11), (3, 12), (3, 13))
-CI_FULL_SUITE = (3, 11)
 
 
 def supported_names() -> str:

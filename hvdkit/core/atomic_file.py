@@ -1,12 +1,8 @@
 """Atomic, checksummed file writes: the layer under :mod:`hvdkit.core.checkpoint_store`.
 
-A file is written to a temporary name in its own directory, locked (``flock``) by its writer while it
-is written, fsynced, then renamed into place, so a crash at any moment leaves either the old file or the
-new one, never a mix; a temporary file whose lock can be taken belongs to a writer that died.
-
-The checksum is XXH3-128 of the whole file: it detects truncation and corruption at ~9 GB/s, where
-sha256 ran at ~0.2 GB/s and cost more than the serialisation itself (docs/benchmarks.md). It detects
-accidents, not tampering.
+A file is written in a temporary directory beside its target, locked (``flock``) by its writer, fsynced,
+then renamed into place: a crash leaves the old file or the new one, never a mix. The checksum
+(XXH3-128, far cheaper than sha256) detects truncation and corruption, not tampering.
 """
 
 from __future__ import annotations
@@ -21,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 CHECKSUM = "xxh3_128"
-#: What a file holds: its bytes, or a function that writes the file at the path it is given (a serialiser
-#: such as ``safetensors``' ``save_file``, which writes by name and streams without an in-memory copy).
+#: A file's bytes, or a function that writes the file at a given path (``safetensors``' ``save_file``).
 Payload = bytes | Callable[[Path], None]
 
 
@@ -52,14 +47,8 @@ def file_checksum(fd: int) -> tuple[int, str]:
 
 
 def atomic_write(path: Path, payload: Payload) -> tuple[int, str]:
-    """Write ``payload`` to ``path`` atomically; return its size and checksum.
-
-    The file is written inside a temporary directory of its own (``.<name>.<pid>.<random>.tmp`` beside
-    ``path``), locked with ``flock`` while it is written (see
-    :meth:`hvdkit.core.checkpoint_store.CheckpointStore.clean_temporaries`): serialisers that write by
-    name, such as safetensors' ``save_file``, write to a temporary file of their own and rename it, so
-    whatever they leave after a crash is inside that directory too.
-    """
+    """Write ``payload`` to ``path`` atomically; return its size and checksum. The locked temporary
+    directory (``.<name>.<pid>.<random>.tmp``) also holds a serialiser's own temporary files."""
     tmpdir = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent))
     lock = os.open(tmpdir, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -1,15 +1,9 @@
-"""Asynchronous checkpoint writes: at most one durable write in flight, errors never lost.
+"""Asynchronous checkpoint writes: at most one in flight, errors never lost.
 
-Training hands over a snapshot that is already a copy in host memory (``FrameworkOps.capture``
-promises that), so the training thread only pays for that copy; serialising, checksumming, fsync and
-the atomic renames of :class:`~hvdkit.core.checkpoint_store.CheckpointStore` run on a background thread
-meanwhile. The store's guarantees are unchanged: a crash (even SIGKILL) during a background write
-leaves an invisible temporary file and every earlier checkpoint loadable.
-
-Only one write is in flight: a second :meth:`BackgroundSave.submit` first waits for the one before (so
-memory holds at most two snapshots, the one being written and the one just taken). An exception of a
-background write is raised, naming the file, by the next :meth:`submit` or :meth:`wait`, which the
-checkpoint callback calls at the end of training: a failed save is never silently dropped.
+The snapshot is already a host copy (``FrameworkOps.capture``), so serialising, checksumming and the
+atomic renames run on a background thread with the store's crash guarantees unchanged. A second
+:meth:`BackgroundSave.submit` waits for the first, so memory holds at most two snapshots; a failed
+write is raised, naming the file, by the next :meth:`~BackgroundSave.submit` or :meth:`~BackgroundSave.wait`.
 """
 
 from __future__ import annotations

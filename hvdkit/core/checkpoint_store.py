@@ -1,25 +1,13 @@
 """Atomic, checksummed, keep-N checkpoints of one training run in one directory (format 4).
 
-Each checkpoint is two files (docs/checkpoint-format.md): ``ckpt-<epoch>-<step>.safetensors`` (every
-tensor and array) and ``ckpt-<epoch>-<step>.json`` (the manifest: epoch, global step, world size,
-framework, the tensor file's size and checksum, the run it belongs to and its place in that run's order
-of writes, and under ``state`` everything else, as JSON). Both are written to a temporary file in the
-same directory, fsynced, then renamed into place, the manifest last, so a crash at any moment leaves
-every earlier checkpoint intact and an unfinished one invisible (no manifest, or a checksum that does
-not verify).
+A checkpoint is ``ckpt-<epoch>-<step>.safetensors`` (the tensors) plus ``ckpt-<epoch>-<step>.json``
+(the manifest, and under ``state`` everything else as JSON; docs/checkpoint-format.md). Both are
+written with :func:`~hvdkit.core.atomic_file.atomic_write`, the manifest last, so a crash leaves every
+earlier checkpoint intact and an unfinished one invisible.
 
 Order and retention follow the manifests' ``sequence`` (the order of writes), not the names: after a
-resume from an older checkpoint, or in a folder a longer run used before, the newest checkpoint is the
-one written last. Retention keeps the ``keep`` newest checkpoints whose files are whole, never counts
-a damaged one, never deletes the one just written, and deletes only checkpoints of the run that writes.
-
-Files are written inside temporary directories (``.ckpt-….tmp``) that their writer locks (``flock``)
-while it writes; any temporary file or directory whose lock can be taken belongs to a writer that died,
-whatever its PID (PIDs repeat in containers), and is removed when a run starts and after every save.
-
-Checkpoints of older formats (3: one ``.bin`` payload of ``torch.save`` or hvdkit's own format) are
-refused with the command that converts them (``hvdkit checkpoint convert``,
-:mod:`hvdkit.checkpoint_convert`), never read as damaged and skipped.
+resume from an older checkpoint the newest is the one written last. Older formats are refused with
+the command that converts them (:mod:`hvdkit.checkpoint_convert`), never skipped as damaged.
 """
 
 from __future__ import annotations
@@ -48,13 +36,9 @@ TENSORS_SUFFIX = ".safetensors"
 
 @dataclass(frozen=True)
 class Manifest:
-    """A checkpoint's metadata: what it holds and the checksum of its payload.
-
-    ``payload`` names the safetensors file beside it, ``size`` and ``checksum`` are that file's.
-    ``run_id`` names the training run that wrote it (a resumed run keeps it); ``sequence`` orders the
-    run's writes. Manifests of format 2 (before either existed) read as run ``"legacy"``, sequence -1.
-    The manifest file also holds the checkpoint's JSON ``state``, which :meth:`CheckpointStore.read` returns.
-    """
+    """A checkpoint's metadata. ``payload``, ``size`` and ``checksum`` describe the safetensors file;
+    ``run_id`` names the run that wrote it (a resumed run keeps it) and ``sequence`` orders its writes
+    (format-2 manifests read as run ``"legacy"``, sequence -1)."""
 
     epoch: int  # epochs completed
     global_step: int
@@ -110,13 +94,8 @@ class CheckpointStore:
         self.directory = path
         self._pruner: threading.Thread | None = None
 
-    def _stem(self, epoch: int, step: int) -> str:
-        return f"ckpt-{epoch:06d}-{step:010d}"
-
-    # -- writing ------------------------------------------------------------------------
     def probe(self) -> None:
-        """Check now, before training, that checkpoints can be written here: create the folder, write,
-        fsync and remove a small file. Raises an OSError naming the folder and the reason."""
+        """Before training, write and remove a small file here; raises an OSError naming folder and reason."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             atomic_write(self.directory / ".hvdkit-write-probe", b"\0" * 4096)
@@ -127,16 +106,12 @@ class CheckpointStore:
 
     def save(self, payload: Payload, *, state: Any = None, epoch: int, global_step: int, world_size: int,
              framework: str, run_id: str = "legacy") -> Manifest:
-        """``payload``: the safetensors file's bytes, or a function that writes that file at the path it is
-        given (streamed, no copy); ``state``: the rest of the checkpoint, JSON-serialisable
-        (:func:`hvdkit.core.checkpoint_tree.split` makes both from a snapshot).
-
-        Checkpoints of ``run_id`` beyond ``keep`` are deleted on a background thread once the new one is
-        durable (unlinking a large file took a third of a save here); :meth:`flush` waits for it.
-        An OSError (a full disk, say) names the file that could not be written.
-        """
+        """Write a checkpoint and return its manifest. ``payload``: the safetensors bytes, or a function
+        that writes that file at a given path; ``state``: the rest, JSON-serialisable (both from
+        :func:`hvdkit.core.checkpoint_tree.split`). Checkpoints of ``run_id`` beyond ``keep`` are deleted
+        on a background thread (:meth:`flush` waits for it). An OSError names the file not written."""
         self.flush()
-        stem = self._stem(epoch, global_step)
+        stem = f"ckpt-{epoch:06d}-{global_step:010d}"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             sequence = 1 + max((m.sequence for _, m in self._manifests()), default=0)
@@ -151,7 +126,7 @@ class CheckpointStore:
         except OSError as exc:
             raise OSError(exc.errno, f"writing checkpoint {str(self.directory / stem)!r}{TENSORS_SUFFIX}/.json failed: "
                                      f"{exc.strerror or exc}") from exc
-        # Not a daemon: the interpreter waits for it at exit, so keep-N holds after the run too.
+        # Not a daemon: keep-N still holds after the interpreter exits.
         self._pruner = threading.Thread(target=self.prune, args=(manifest,), name="hvdkit-checkpoint-prune")
         self._pruner.start()
         return manifest
@@ -162,7 +137,6 @@ class CheckpointStore:
             self._pruner.join()
             self._pruner = None
 
-    # -- finding ------------------------------------------------------------------------
     def _manifests(self) -> list[tuple[Path, Manifest]]:
         """Readable manifests, newest first (by sequence; format-2 manifests after, by name)."""
         found = []
@@ -191,12 +165,9 @@ class CheckpointStore:
         except OSError:
             return False
 
-    # -- retention ----------------------------------------------------------------------
     def prune(self, written: Manifest | None = None) -> None:
-        """Keep the ``keep`` newest whole checkpoints of the run that wrote ``written`` (always ``written``
-        itself); delete its older ones and temporary files of writers that died. Damaged checkpoints are
-        never counted and never deleted here (``latest`` skips them with a warning), and other runs'
-        checkpoints are left alone."""
+        """Keep the ``keep`` newest whole checkpoints of ``written``'s run (``written`` always); delete its
+        older ones and dead writers' temporaries. Damaged checkpoints and other runs' are left alone."""
         entries = self._manifests()
         run = written.run_id if written is not None else None
         kept = 0
@@ -216,7 +187,7 @@ class CheckpointStore:
         self.clean_temporaries()
 
     def clean_temporaries(self) -> list[Path]:
-        """Remove temporary files no live writer holds (their ``flock`` can be taken); return them."""
+        """Remove temporaries whose ``flock`` can be taken (their writer died); return them."""
         removed: list[Path] = []
         if not self.directory.is_dir():
             return removed
@@ -240,7 +211,6 @@ class CheckpointStore:
                 os.close(fd)
         return removed
 
-    # -- reading ------------------------------------------------------------------------
     def read(self, manifest_path: Path) -> Stored:
         """Read and verify one checkpoint; raises ValueError naming the file if it is damaged, and
         :class:`OldFormatError` (saying how to convert it) if it is of an older format."""
@@ -269,9 +239,8 @@ class CheckpointStore:
         return Stored(manifest, data.get("state"), payload)
 
     def latest(self) -> Stored | None:
-        """The newest checkpoint (last written) that verifies; damaged ones are skipped with a warning. A
-        newest one of an older format raises :class:`OldFormatError` (resuming an older one instead, or
-        starting afresh, would silently lose the training it holds)."""
+        """The last written checkpoint that verifies; damaged ones are skipped with a warning. An older
+        format raises :class:`OldFormatError` (skipping it would silently lose its training)."""
         readable = {p for p, _ in self._manifests()}
         for path in [p for p, _ in self._manifests()] + [p for p in self.manifests() if p not in readable]:
             try:

@@ -1,16 +1,8 @@
 """A checkpoint's state as two halves: a JSON tree and the named tensors it refers to.
 
-A format-4 checkpoint stores tensors and arrays in one safetensors file and everything else (counters,
-LR state, RNG states, callback states, the optimizer's ``param_groups``) as JSON in its manifest
-(docs/checkpoint-format.md). :func:`split` takes a snapshot apart, :func:`join` puts it back; neither
-ever builds anything but plain data and what the framework's safetensors reader returns, so loading a
-checkpoint never runs code from the folder.
-
-JSON lacks some of Python's plain types; they are written as one-key objects:
-``{"__tensor__": key}`` (a tensor or array in the safetensors file; ``"scalar": true`` for a NumPy
-scalar), ``{"__tuple__": [...]}``, ``{"__dict__": [[key, value], ...]}`` (a dict whose keys are not all
-strings, or start with ``__``: an optimizer's state is keyed by integers), ``{"__float__": "nan"}``
-(non-finite floats) and ``{"__bytes__": base64}``.
+:func:`split` takes a snapshot apart, :func:`join` puts it back (the JSON encoding of tuples, non-string
+keys, non-finite floats and bytes: docs/checkpoint-format.md). Neither builds anything but plain data
+and safetensors' arrays, so loading a checkpoint never runs code from the folder.
 """
 
 from __future__ import annotations
@@ -84,7 +76,7 @@ def join(tree: Any, tensors: dict[str, Any]) -> Any:
     if TUPLE in tree:
         return tuple(join(v, tensors) for v in tree[TUPLE])
     if DICT in tree:
-        return {_hashable(join(k, tensors)): join(v, tensors) for k, v in tree[DICT]}
+        return {hashable_key(join(k, tensors)): join(v, tensors) for k, v in tree[DICT]}
     if FLOAT in tree:
         return float(tree[FLOAT])
     if BYTES in tree:
@@ -92,12 +84,12 @@ def join(tree: Any, tensors: dict[str, Any]) -> Any:
     return {k: join(v, tensors) for k, v in tree.items()}
 
 
-def _hashable(key: Any) -> Any:
-    return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
+def hashable_key(key: Any) -> Any:
+    """A decoded dict key with its JSON lists turned back into (hashable) tuples."""
+    return tuple(hashable_key(k) for k in key) if isinstance(key, list) else key
 
 
-# -- NumPy (Keras, and format-3 conversion): framework-free, so it lives here ----------------------
-_NUMPY_KINDS = set("biufc")  # bool, signed/unsigned int, float, complex
+NUMERIC_KINDS = set("biufc")  # bool, signed/unsigned int, float, complex
 
 
 def numpy_leaf(o: Any) -> tuple[Any, bool] | None:
@@ -107,7 +99,7 @@ def numpy_leaf(o: Any) -> tuple[Any, bool] | None:
     if not isinstance(o, (np.ndarray, np.generic)):
         return None
     arr = np.asarray(o)
-    if arr.dtype.kind not in _NUMPY_KINDS:
+    if arr.dtype.kind not in NUMERIC_KINDS:
         raise UnsupportedValueError(f"a NumPy array of dtype {arr.dtype} (only numeric and bool arrays)")
     return (arr if arr.flags.c_contiguous else arr.copy(order="C")), isinstance(o, np.generic)
 

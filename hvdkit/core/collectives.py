@@ -1,9 +1,5 @@
-"""The gradient-reduction choices every adapter offers, named once.
-
-Each adapter's Horovod binding (``horovod.torch``, ``horovod.tensorflow``) has the same
-``Compression`` class and reduce ops; :func:`horovod_reduction` validates the user's names
-and looks them up in the binding it is given, so the names, their checks and their error
-messages are the same in every adapter.
+"""The gradient-reduction names every adapter offers (``compression=``, ``op=``), checked and looked up
+in the Horovod binding given, so names and error messages are the same everywhere.
 """
 
 from __future__ import annotations
@@ -18,22 +14,16 @@ COMPRESSIONS: dict[str, str] = {"none": "none", "fp16": "fp16"}
 REDUCE_OPS: dict[str, str] = {"average": "Average", "sum": "Sum", "adasum": "Adasum"}
 
 
-def check_reduction(compression: str, op: str) -> None:
-    """Raise a ValueError naming the argument, the value and the allowed names."""
-    check_choice("compression", compression, list(COMPRESSIONS))
-    check_choice("op", op, list(REDUCE_OPS))
-
-
 def horovod_reduction(hvd: Any, compression: str, op: str) -> tuple[Any, Any]:
     """Horovod's compressor class and reduce op for ``compression``/``op`` in the binding ``hvd``."""
-    check_reduction(compression, op)
+    check_choice("compression", compression, list(COMPRESSIONS))
+    check_choice("op", op, list(REDUCE_OPS))
     return getattr(hvd.Compression, COMPRESSIONS[compression]), getattr(hvd, REDUCE_OPS[op])
 
 
-
 def resolve_reduction(hvd: Any, compression: Any, op: Any) -> tuple[Any, Any]:
-    """Horovod's compressor and reduce op, from hvdkit's names (``"fp16"``, ``"average"``) or from Horovod's
-    own objects (``hvd.Compression.fp16``, ``hvd.Average``): the Horovod-compatible APIs take both."""
+    """:func:`horovod_reduction` that also takes Horovod's own objects (``hvd.Compression.fp16``,
+    ``hvd.Average``), as the Horovod-compatible APIs do."""
     if isinstance(compression, str):
         check_choice("compression", compression, list(COMPRESSIONS))
         compression = getattr(hvd.Compression, COMPRESSIONS[compression])

@@ -1,9 +1,5 @@
-"""The small interface through which the core talks to the other workers.
-
-Adapters pass in a :class:`Comm` backed by Horovod (``hvdkit.torch.HorovodComm``,
-``hvdkit.keras``'s); unit tests use :class:`LocalComm`, a one-process world.
-Like Horovod's ``common/elastic.py``, the core never imports a framework: it
-gets its collectives passed in.
+"""The small interface through which the core talks to the other workers; the core never imports a
+framework. Adapters pass a Horovod-backed :class:`Comm`; unit tests use :class:`LocalComm`.
 """
 
 from __future__ import annotations
@@ -15,12 +11,8 @@ from typing import Any
 
 
 def under_elastic_driver(environ: Mapping[str, str] | None = None) -> bool:
-    """True in a worker that Horovod's elastic driver started (``horovodrun --min-np/--max-np``).
-
-    The one answer to "is this run elastic?": workers may then leave and join, so nothing may
-    broadcast outside the elastic state's sync (horovod#2652) and only ``fit_elastic`` may train.
-    :attr:`Comm.elastic` and every adapter ask this function.
-    """
+    """True in a worker that Horovod's elastic driver started (``horovodrun --min-np/--max-np``): then
+    nothing may broadcast outside the elastic state's sync (horovod#2652). Every adapter asks this."""
     env = os.environ if environ is None else environ
     return env.get("HOROVOD_ELASTIC") == "1"
 
@@ -72,10 +64,7 @@ class Comm(abc.ABC):
 
 
 class LocalComm(Comm):
-    """A single-process world: rank 0 of size 1 (or a pretend size for maths tests).
-
-    ``elastic=True`` pretends that Horovod's elastic driver started it (unit tests of the elastic loop).
-    """
+    """A single-process world of a pretend ``size`` and ``elastic`` mode, for unit tests."""
 
     def __init__(self, size: int = 1, *, elastic: bool = False) -> None:
         if size < 1:
@@ -122,12 +111,8 @@ class LocalComm(Comm):
 
 
 def raise_on_every_rank(comm: Comm, problem: str | None, *, elastic: bool = False) -> None:
-    """Raise rank 0's ``problem`` (a message, or None for none) as a ValueError on every rank.
-
-    For checks only rank 0 can make (the folder it writes to): the other ranks would otherwise go on
-    into the first collective and wait there for a rank that stopped. Under elastic training nothing
-    may broadcast outside the elastic sync, so only rank 0 raises (the driver then ends or resets the job).
-    """
+    """Raise rank 0's ``problem`` (a message, or None) as a ValueError on every rank, so none waits in a
+    collective for a rank that stopped. Elastic: only rank 0 raises (no broadcast outside the sync)."""
     if not elastic and comm.size > 1:
         problem = comm.broadcast_object(problem, 0)
     if problem is not None:

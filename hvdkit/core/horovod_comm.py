@@ -1,9 +1,5 @@
-"""A :class:`~hvdkit.core.comm.Comm` over any Horovod framework binding.
-
-``horovod.torch`` and ``horovod.tensorflow`` expose the same functions
-(``rank``, ``size``, ``broadcast_object``, ``allreduce``, ``Average``); only
-the tensor type differs. The adapter passes in the module and two converters,
-so the core stays free of framework imports and there is one implementation.
+"""A :class:`~hvdkit.core.comm.Comm` over any Horovod framework binding; the adapter passes the module
+and two tensor converters, so the core stays framework-free.
 """
 
 from __future__ import annotations

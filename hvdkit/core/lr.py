@@ -1,13 +1,7 @@
-"""Learning-rate maths as pure functions (no framework, no state).
-
-Linear scaling rule with gradual warm-up, from Goyal et al. 2017, "Accurate,
-Large Minibatch SGD: Training ImageNet in 1 Hour": with ``n`` workers the
-target LR ``T`` is the single-worker LR times ``n``; during the first ``W``
-epochs of ``S`` steps, global step ``k`` uses
-
-    T * (1/n + (1 - 1/n) * k / (W*S))
-
-so training starts at the single-worker LR ``T/n`` and reaches ``T`` linearly.
+"""Learning-rate maths as pure functions: the linear scaling rule with gradual warm-up (Goyal et al.
+2017, "Accurate, Large Minibatch SGD"). With ``n`` workers the target LR ``T`` is ``n`` times the
+one-worker LR; over ``W`` warm-up epochs of ``S`` steps, global step ``k`` uses
+``T * (1/n + (1 - 1/n) * k / (W*S))``.
 """
 
 from __future__ import annotations
@@ -45,12 +39,8 @@ def warmup_lr(target_lr: float, step: int, warmup_steps: int, world_size: int) -
 
 
 def momentum_correction_factor(old_lr: float, new_lr: float) -> float:
-    """Factor on the velocity when the LR changes (Goyal et al. 2017, section 2.1).
-
-    For ``v = m*v - lr*g`` (Keras's SGD) the update after an LR change from
-    ``old_lr`` to ``new_lr`` should be ``v = m*(new_lr/old_lr)*v - new_lr*g``;
-    PyTorch's SGD keeps the LR outside the buffer and needs no correction.
-    """
+    """Factor on the velocity when the LR changes, for ``v = m*v - lr*g`` (Keras's SGD; Goyal et al.
+    2017, section 2.1); 1 when ``old_lr`` is 0."""
     if old_lr == 0.0:
         return 1.0
     return new_lr / old_lr

@@ -1,10 +1,8 @@
-"""Scope the core's collectives to a Horovod process set (hybrid parallelism, #14 item 6).
+"""Scope the core's collectives to a Horovod process set (hybrid parallelism).
 
-A callback given ``process_set=`` (a Horovod ``ProcessSet``: ``hvd.init(process_sets=[...])`` or
-``hvd.add_process_set([...])``) talks only to the ranks in that set through :func:`scoped`: ranks
-and sizes are relative to the set, "root" is the set's first rank, and results hold the set's values
-alone, so two sets can do different things (the two stages of a pipeline average different metrics
-and write different checkpoint folders).
+A callback given ``process_set=`` talks only to that set's ranks through :func:`scoped`: ranks, sizes
+and roots are relative to the set and results hold its values alone, so two pipeline stages can
+average different metrics and write different checkpoint folders.
 """
 
 from __future__ import annotations
@@ -28,12 +26,9 @@ def check_process_set(process_set: object) -> Any:
 class ProcessSetComm(Comm):
     """A :class:`Comm` over one Horovod process set, for the callbacks' small exchanges.
 
-    Ranks, sizes and roots are relative to the set and results hold only the set's values. The
-    exchange itself is one allgather on ``parent`` (the world): every rank takes part in it, as every
-    rank fires the same callback events (the engine checks that all ranks run the same epochs and
-    steps). Horovod's collectives on a process set raised "process set ... has not been registered"
-    now and then for these objects in a 4-process run (Horovod 0.28.1, MPI), while the world's never
-    did; the tensors of training (activations, gradient allreduce) still go over the process sets.
+    Each exchange is one allgather over ``parent`` (the world; every rank fires the same callback
+    events): Horovod 0.28.1's object collectives on a process set intermittently fail with "process set
+    ... has not been registered". Training tensors still go over the process sets.
     """
 
     def __init__(self, parent: Comm, process_set: Any) -> None:

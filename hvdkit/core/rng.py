@@ -1,8 +1,5 @@
-"""The host's random number generators (Python's and NumPy's global ones) as plain data.
-
-Checkpoints carry them so a resumed run draws what the uninterrupted one would have; as plain lists
-and numbers they are JSON in the checkpoint's manifest.
-"""
+"""Python's and NumPy's global generator states as JSON-able data, so a resumed run draws what the
+uninterrupted one would have."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Which rows of a dataset each worker takes: the same rule for every adapter's ``shard``.
 
-Synchronous data parallelism needs every worker to run the same number of steps: a worker with
-one batch more waits forever in an allreduce nobody else joins. So every rank gets the same number
-of rows: ``ceil(n / size)``, the last ranks' shares padded by wrapping around to the first rows (as
-``torch.utils.data.DistributedSampler`` does), or ``floor(n / size)`` with ``drop_remainder=True``.
-Rank ``r`` takes rows ``r, r + size, r + 2*size, ...``: the shards of one epoch are disjoint except
-for the at most ``size - 1`` padding rows.
+Every rank gets the same number of rows, or a rank with one batch more would wait forever in an
+allreduce: ``ceil(n / size)``, padded by wrapping to the first rows (as ``DistributedSampler`` does), or
+``floor(n / size)`` with ``drop_remainder=True``. Rank ``r`` takes rows ``r, r + size, r + 2*size, ...``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Names for the loosely typed values that cross the core's boundaries.
-
-They hold framework objects (tensors, arrays) or plain data whose shape belongs to the adapter that
-made it, so their values stay untyped; naming them keeps signatures readable and says what travels.
-"""
+"""Names for the loosely typed values that cross the core's boundaries (their shape belongs to the
+adapter that made them)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """``hvdkit slurm-gloo COMMAND...``: a Gloo-only Horovod job over a Slurm allocation, no MPI.
 
-Run it in the batch script (or an ``salloc`` shell). It does what ``horovodrun``'s Gloo launcher
-does, with Slurm in place of ssh: it starts Horovod's own rendezvous server
-(``horovod.runner.http.http_server.RendezvousServer``) on this node, sized from the allocation's
-plan (``SLURM_JOB_NODELIST`` x ``SLURM_TASKS_PER_NODE``, ranks host by host), then runs
-``srun --distribution=block COMMAND`` with ``HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT`` set. In every task,
-hvdkit's ``init()`` maps ``SLURM_PROCID``/``SLURM_LOCALID``/``SLURM_STEP_*`` to ``HOROVOD_RANK``,
-``HOROVOD_SIZE``, ``HOROVOD_LOCAL_RANK/SIZE``, ``HOROVOD_CROSS_RANK/SIZE``, ``HOROVOD_HOSTNAME`` and
-``HOROVOD_CONTROLLER=gloo``/``HOROVOD_CPU_OPERATIONS=gloo`` (see :mod:`hvdkit.runtime.environments`).
-The server must listen before any task starts: Horovod's HTTP store gives up after 3 tries 0.5 s apart.
+Run it in the batch script (or an ``salloc`` shell). Like ``horovodrun``'s Gloo launcher with Slurm in
+place of ssh, it starts Horovod's rendezvous server on this node, sized from the allocation, then runs
+``srun --distribution=block COMMAND`` with ``HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT`` set; each task's
+``init()`` maps the ``SLURM_*`` variables to Horovod's (:mod:`hvdkit.runtime.environments`). The server
+listens before any task starts: Horovod's HTTP store gives up after 3 tries 0.5 s apart.
 """
 
 from __future__ import annotations

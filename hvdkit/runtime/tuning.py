@@ -1,10 +1,6 @@
-"""Per-rank runtime defaults that decide whether Horovod scales on a CPU machine.
-
-Measured on 2 cores (see ``docs/benchmarks.md`` and the shared notes): with
-Horovod's defaults, MPI's busy-polling progress engine and Horovod's background
-thread compete with the compute threads, so two
-processes train no faster than one. Yielding when idle and a short cycle time
-fix that. Every value here is a default: anything the user exported wins.
+"""Per-rank runtime defaults that let Horovod scale on a CPU machine (docs/benchmarks.md, "Tuning
+knobs"): without them MPI's busy polling and Horovod's background thread take the compute threads'
+cores. Every value is a default: anything the user exported wins.
 """
 
 from __future__ import annotations
@@ -16,22 +12,14 @@ from collections.abc import MutableMapping
 RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
     "OMPI_MCA_mpi_yield_when_idle": ("1", "stop Open MPI busy-polling a core that compute threads need"),
     "HOROVOD_CYCLE_TIME": ("0.1", "ms between Horovod's background-thread cycles: start allreduces sooner"),
-    # A collective some ranks submitted and others never will (a rank that skipped it, or runs other
-    # steps) used to wait forever. Horovod's stall inspector warns after the check time and, with a
-    # shutdown time, ends the job naming the tensors and the missing ranks. Ten minutes leaves real
-    # imbalances alone (a slow data loader, rank 0 writing a large checkpoint) and still ends a job
-    # that cannot go on.
+    # A collective some ranks never join would wait forever; ten minutes leaves real imbalances alone
+    # (a slow data loader, a large checkpoint) and still ends a job that cannot go on.
     "HOROVOD_STALL_CHECK_TIME_SECONDS": ("60", "warn about a collective some ranks wait in for this long"),
     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": ("600", "end the job (naming tensors and missing ranks) after this long"),
 }
 
-# name -> (value, why), set only when training runs on the CPU (no GPU the framework can use).
-# Tensor fusion copies every fused gradient into Horovod's fusion buffer and back out, on the core the
-# rank computes on; a 1 MiB threshold reduces larger tensors in place (docs/benchmarks.md, "Scaling 1 -> 2
-# processes"). On GPUs the copies are device-side and Horovod's default is kept (not measured here).
-# Elastic jobs get it too: their resets re-initialise Horovod in the same process, which crashed Horovod
-# 0.28.1 with both this and HOROVOD_CYCLE_TIME set from the environment (fixed by hvdkit's patch 0006;
-# tests/integration/test_horovod_reinit.py).
+# name -> (value, why), only when training runs on the CPU: fusion copies cost the compute core there
+# (docs/benchmarks.md, "Scaling 1 -> 2 processes"); on GPUs the copies are device-side.
 CPU_RUNTIME_DEFAULTS: dict[str, tuple[str, str]] = {
     "HOROVOD_FUSION_THRESHOLD": (str(1 << 20), "bytes: fuse only small tensors; larger ones are reduced in place, "
                                                "no copies through the fusion buffer"),
@@ -74,8 +62,8 @@ def check_threads(threads: int | None) -> int | None:
 
 
 def check_comm(comm: object) -> None:
-    """Refuse a number as Horovod's ``comm`` (``init(2)`` meant ``init(threads=2)`` before hvdkit took
-    Horovod's signature): ``comm`` is None, a list of ranks, or an MPI communicator."""
+    """Refuse a number as Horovod's ``comm`` (None, a list of ranks, or an MPI communicator): it is
+    likely meant as ``threads=``."""
     if isinstance(comm, (bool, int, float, str)):
         raise TypeError(f"comm must be None, a list of ranks or an MPI communicator (Horovod's init(comm=...)), "
                         f"got {comm!r}; the number of intra-op threads is init(threads=...)")
@@ -83,11 +71,8 @@ def check_comm(comm: object) -> None:
 
 def resolve_threads(threads: int | None, local_size: int,
                     environ: MutableMapping[str, str] | None = None) -> int | None:
-    """Intra-op threads an adapter's ``init`` sets for this rank, or None to leave the framework's.
-
-    An explicit ``threads`` wins, then ``HVDKIT_THREADS``; a user who exported
-    ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` keeps them; else cores / ranks on this host.
-    """
+    """Intra-op threads for this rank, or None to leave the framework's: ``threads``, else
+    ``HVDKIT_THREADS``, else None if ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` are set, else cores / ranks."""
     env = os.environ if environ is None else environ
     if check_threads(threads) is not None:
         return threads
@@ -97,11 +82,8 @@ def resolve_threads(threads: int | None, local_size: int,
 
 
 def apply_runtime_defaults(environ: MutableMapping[str, str] | None = None, *, cpu: bool = True) -> dict[str, str]:
-    """Set the tuned defaults that are not set yet (before ``hvd.init()``); return what was set.
-
-    ``cpu``: the job trains on the CPU (adds :data:`CPU_RUNTIME_DEFAULTS`). ``HVDKIT_NO_TUNING=1`` turns
-    this off.
-    """
+    """Before ``hvd.init()``, set the defaults not set yet (``cpu`` adds :data:`CPU_RUNTIME_DEFAULTS`);
+    return what was set. ``HVDKIT_NO_TUNING=1`` turns this off."""
     env = os.environ if environ is None else environ
     if env.get("HVDKIT_NO_TUNING") == "1":
         return {}
@@ -114,11 +96,8 @@ def apply_runtime_defaults(environ: MutableMapping[str, str] | None = None, *, c
 
 
 def timeline_env(timeline: str | os.PathLike[str] | None, environ: MutableMapping[str, str] | None = None) -> None:
-    """Switch on Horovod's timeline (``HOROVOD_TIMELINE``, before ``hvd.init()``) if ``timeline`` is a path.
-
-    Horovod's coordinator writes a Chrome trace (JSON) of every collective: when each tensor was
-    queued, negotiated and reduced. Open it in ``chrome://tracing`` or https://ui.perfetto.dev.
-    """
+    """Before ``hvd.init()``, set ``HOROVOD_TIMELINE`` if ``timeline`` is a path: a Chrome trace of every
+    collective (open it in https://ui.perfetto.dev)."""
     if timeline is None:
         return
     if not isinstance(timeline, (str, os.PathLike)) or not str(timeline):

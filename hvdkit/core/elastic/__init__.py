@@ -1,9 +1,4 @@
-"""Elastic training, framework-free: the loop that owns commit, rollback and reset
-(:mod:`~hvdkit.core.elastic.loop`), the data position every worker agrees on without an allgather
-(:mod:`~hvdkit.core.elastic.sampler`), and the mix-in that puts both into a Horovod elastic
-``State`` (:mod:`~hvdkit.core.elastic.state`). Adapters supply only their ``State`` class and a
-function that runs a list of steps.
-
-Nothing here imports numpy at package import (``hvdkit doctor`` imports the core in bare
-environments); import the submodules.
+"""Elastic training, framework-free: the loop (commit, rollback, reset), the shared data position
+and the mix-in for Horovod's elastic ``State``. Submodules are imported explicitly: the package
+import stays free of numpy for ``hvdkit doctor``.
 """

@@ -1,21 +1,10 @@
 """The elastic training loop: one implementation of commit, rollback and reset for every framework.
 
-Horovod's elastic mode (``horovod/common/elastic.py``) restarts a function when workers fail or
-hosts change: a ``State`` is committed in memory every few steps, rolled back to the last commit
-after a failure, synchronised from rank 0 after every reset. What it leaves to the user is the
-training run around it. :class:`ElasticLoop` supplies that, framework-free:
-
-- the data position: an :class:`~hvdkit.core.elastic.sampler.ElasticIndexSampler` (the same on every
-  worker, so no allgather) deals out the epoch's untrained samples over the current workers;
-- a snapshot of the engine's counters, callback states, LR and the sampler goes into every commit
-  (:class:`~hvdkit.core.elastic.state.LoopCommit` mixes it into the adapter's Horovod ``State``);
-- after a rollback, a sync or a reset the snapshot is put back and the LR follows the linear
-  scaling rule for the new world size (through :meth:`Engine.set_lr_target
-  <hvdkit.core.engine.Engine.set_lr_target>`, its one owner); callbacks get ``on_reset``.
-
-An adapter supplies an :class:`ElasticAdapter`: its ``State`` class, Horovod's retry decorator for
-its framework, and a function that trains a list of sample indices, calling :meth:`ElasticLoop.step_begin`
-and :meth:`ElasticLoop.step_end` around each step.
+Horovod's elastic mode commits a ``State`` in memory, rolls back to it after a failure and syncs it
+from rank 0 after a reset; :class:`ElasticLoop` adds the training run around it: the data position
+(:class:`~hvdkit.core.elastic.sampler.ElasticIndexSampler`), a snapshot of counters, callback states
+and LR in every commit (:class:`~hvdkit.core.elastic.state.LoopCommit`), and the LR rescaled for the
+new world size after a reset. An adapter supplies an :class:`ElasticAdapter`.
 """
 
 from __future__ import annotations
@@ -48,34 +37,28 @@ class CommitState(Protocol):
 class ElasticAdapter(Protocol):
     """What a framework adapter gives the loop.
 
-    ``batch_end_in_step``: True when ``step_end`` runs right after its step on the training thread
-    (PyTorch); False when it may run later on another thread (Keras's asynchronous callbacks), so
-    the loop must not move the counters there (see :meth:`Engine.batch_end <hvdkit.core.engine.Engine.batch_end>`).
+    ``batch_end_in_step``: False when ``step_end`` may run later on another thread (Keras), so it must
+    not move the counters (see :meth:`Engine.batch_end <hvdkit.core.engine.Engine.batch_end>`).
     """
 
     batch_end_in_step: bool
 
     def make_state(self, loop: ElasticLoop) -> CommitState:
-        """Horovod elastic ``State`` holding the framework's model and optimizer state plus the
-        loop's snapshot (mix in :class:`~hvdkit.core.elastic.state.LoopCommit`)."""
-        ...
+        """Horovod elastic ``State`` of model, optimizer and the loop's snapshot (mixes in ``LoopCommit``)."""
 
     def run(self, func: Callable[[Any], None]) -> Callable[[Any], None]:
         """Horovod's elastic retry decorator for this framework (``hvd.elastic.run``)."""
-        ...
 
     def train_steps(self, loop: ElasticLoop, indices: Sequence[int]) -> Mapping[str, float]:
-        """Train this worker's ``indices`` in batches, calling ``loop.step_begin(i)`` before and
-        ``loop.step_end(i, logs)`` after step ``i`` (0-based within this call); return the mean
-        loss and metrics of those steps."""
-        ...
+        """Train ``indices`` in batches, calling ``loop.step_begin(i)``/``loop.step_end(i, logs)`` around
+        step ``i`` (0-based in this call); return the steps' mean loss and metrics."""
 
 
 class ElasticLoop:
     """Run ``epochs`` epochs over ``num_samples`` samples under Horovod's elastic driver.
 
-    After :meth:`run`, ``resets`` counts the elastic resets and ``recovery_seconds`` lists, per
-    reset, the time from noticing the failure (or the host change) to the first step done after it.
+    ``resets`` counts elastic resets; ``recovery_seconds`` holds, per reset, the time from noticing the
+    failure (or host change) to the first step done after it.
     """
 
     def __init__(self, engine: Engine, num_samples: int, *, epochs: int, batch_size: int, commit_every: int = 10,
@@ -102,7 +85,6 @@ class ElasticLoop:
         """Batches per epoch on each worker for the current world size."""
         return math.ceil(self.sampler.num_samples / (self.batch_size * self.engine.state.comm.size))
 
-    # -- the run ---------------------------------------------------------------------
     def run(self, adapter: ElasticAdapter) -> History:
         """Train to the last epoch through every reset; return the run's history."""
         engine, s = self.engine, self.engine.state
@@ -141,10 +123,8 @@ class ElasticLoop:
             if s.stop_training:
                 break
 
-    # -- called by the adapter around each step ---------------------------------------
     def step_begin(self, i: int) -> None:
-        """Before step ``i`` of the current call: commit when due (the commit covers the ``i`` steps
-        done so far; Horovod may raise ``HostsUpdatedInterrupt`` here), then the engine's batch begin."""
+        """Before step ``i``: commit when due (may raise ``HostsUpdatedInterrupt``), then the batch begin."""
         s = self.engine.state
         s.batch, s.global_step = self._offset + i, self._base + i
         if i > 0 and s.global_step % self.commit_every == 0:
@@ -161,21 +141,15 @@ class ElasticLoop:
             self.recovery_seconds.append(time.monotonic() - self._failed_at)
             self._failed_at = None
 
-    # -- commits, rollbacks, resets (called through LoopCommit and Horovod) -------------
     def snapshot(self) -> Snapshot:
-        """What a commit holds beside the framework state: counters, callback states, the LR and the
-        world size it is scaled for, and the data position."""
+        """What a commit holds beside the framework state: counters, callbacks, LR, world size, data position."""
         s = self.engine.state
         self._last = {"counters": s.counters(), "callbacks": self.engine.dispatcher.state_dict(),
                       "lr": s.ops.get_lr(), "world_size": s.target_world_size, "sampler": self.sampler.state_dict()}
         return self._last
 
     def apply(self, snap: Snapshot | None = None) -> None:
-        """Put a commit (rank 0's, after a sync) back, rescaled to the current world size.
-
-        Everything is derived from the snapshot and the world size, never from the current LR, so
-        applying one snapshot several times (restore, reset, sync) gives the same result.
-        """
+        """Put a commit back, rescaled to the current world size; idempotent (never reads the current LR)."""
         snap = snap or self._last
         if not snap:
             return

@@ -1,10 +1,5 @@
-"""The mix-in that puts the elastic loop's snapshot into a Horovod elastic ``State``.
-
-Horovod's ``ObjectState`` commits, restores and broadcasts the plain values it was built with;
-an adapter's ``State`` class (``TorchState`` for PyTorch, an ``ObjectState`` over tf.Variables
-for Keras) mixes :class:`LoopCommit` in first and passes ``hvdkit=loop.snapshot()`` to it, so the
-counters, callback states, LR and data position go with every commit, rollback and sync.
-"""
+"""The mix-in that puts the elastic loop's snapshot into a Horovod elastic ``State``, so it goes
+with every commit, rollback and sync."""
 
 from __future__ import annotations
 

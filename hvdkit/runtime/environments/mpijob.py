@@ -1,12 +1,8 @@
 """Kubeflow MPI Operator (``MPIJob``, kubeflow.org/v2beta1): the launcher's view of its job.
 
-The operator mounts a ConfigMap at ``/etc/mpi`` in the launcher (``hostfile`` with one line
-``<job>-worker-<i>.<job>.<namespace>.svc slots=<slotsPerWorker>`` per worker, and
-``discover_hosts.sh`` for elastic jobs), sets ``K_MPI_JOB_ROLE`` to ``launcher``/``worker`` and, for
-Open MPI, ``OMPI_MCA_orte_default_hostfile``, ``OMPI_MCA_orte_keep_fqdn_hostnames=true``,
-``OMPI_MCA_plm_rsh_args="-o ConnectionAttempts=10"`` and ``OMPI_MCA_orte_set_default_slots``
-(read from the operator's ``pkg/controller/mpi_job_controller.go``, v0.8.2). ``mpirun`` then needs no
-host list; ``horovodrun`` (elastic) takes ``--host-discovery-script /etc/mpi/discover_hosts.sh``.
+The operator mounts ``hostfile`` (``<job>-worker-<i>.<job>.<ns>.svc slots=N`` per worker) and, for
+elastic jobs, ``discover_hosts.sh`` at ``/etc/mpi``, and sets ``K_MPI_JOB_ROLE`` and
+``OMPI_MCA_orte_default_hostfile`` (operator v0.8.2), so ``mpirun`` needs no host list.
 """
 
 from __future__ import annotations
@@ -21,10 +17,8 @@ DISCOVER_HOSTS = f"{CONFIG_DIR}/discover_hosts.sh"
 
 def hostfile_path(env: Mapping[str, str]) -> str | None:
     """The MPIJob hostfile this process sees, or None outside an MPIJob launcher."""
-    path = env.get("OMPI_MCA_orte_default_hostfile") or (HOSTFILE if env.get("K_MPI_JOB_ROLE") else None)
-    if path is None and os.path.isfile(HOSTFILE):
-        path = HOSTFILE
-    return path if path and os.path.isfile(path) else None
+    path = env.get("OMPI_MCA_orte_default_hostfile") or HOSTFILE
+    return path if os.path.isfile(path) else None
 
 
 def read_hostfile(path: str) -> list[tuple[str, int]]:
