@@ -6,7 +6,7 @@
 #                TensorFlow 2 elastic scenarios, the bench's throughput + Keras and scaling suites run whole,
 #                upstream's two TF2 synthetic-benchmark examples and its two elastic examples.
 #   pythons      Horovod build + 2-process job on Python 3.12 and 3.13 (CI runs 3.11 only)
-#                (tests/integration/test_python_versions.py).
+#                (tests/install/test_python_versions.py).
 #   upstream-tf  upstream Horovod v0.28.1's test_tensorflow.py through hvdkit.tensorflow at np=2, with
 #                nothing deselected (CI runs it with two Keras 3 artifacts deselected):
 #                scripts/upstream-tf-suite.sh.
@@ -30,9 +30,9 @@ for s in "${sections[@]}"; do
   echo "=== slow check: $s"
   case "$s" in
     tests) python -m pytest -q -p no:cacheprovider --slow-checks -m slow_check \
-             --ignore tests/integration/test_python_versions.py ;;
+             --ignore tests/install/test_python_versions.py ;;
     pythons) HVDKIT_TEST_PYTHONS="3.12 3.13" CI=true python -m pytest -q -p no:cacheprovider --slow-checks \
-               tests/integration/test_python_versions.py ;;
+               tests/install/test_python_versions.py ;;
     upstream-tf) bash "$repo/scripts/upstream-tf-suite.sh" ;;
     cuda-image) bash "$repo/scripts/cuda-image-check.sh" ;;
     *) echo "unknown section: $s (known: tests pythons upstream-tf cuda-image)"; false ;;

@@ -5,7 +5,7 @@ import sys
 
 from helpers import REPO
 
-UPSTREAM_ELASTIC = "tests/integration/test_upstream_elastic.py"
+UPSTREAM_ELASTIC = "tests/compat/test_upstream_elastic.py"
 
 
 def _collect(*args: str) -> str:
