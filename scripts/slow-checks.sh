@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks too slow for CI's 60-minute budget, in one place. Run them all (no argument) or by name:
+# Checks too slow for CI's 35-minute budget, in one place. Run them all (no argument) or by name:
 #   scripts/slow-checks.sh [tests] [pythons] [upstream-tf] [cuda-image]
 #   tests        the test-suite tests marked slow_check, which CI deselects (python -m pytest --slow-checks
 #                -m slow_check), but test_python_versions.py (next): upstream's test_tensorflow.py and its
