@@ -111,7 +111,7 @@ def assert_summary(out, passed, skipped_2030, skipped_2908):
     assert out.count("horovod/horovod/issues/2908") == skipped_2908, out[-3000:]
 
 
-# 102-111 s on CI's 2-core machine: a slow_check (CI proves elastic recovery with tests/elastic/test_elastic.py)
+# a slow_check (see the module docstring): CI proves elastic recovery with tests/elastic/test_elastic.py
 @pytest.mark.slow_check
 @pytest.mark.timeout(420)
 def test_upstream_elastic_torch_passes_through_hvdkit(upstream_copy):
