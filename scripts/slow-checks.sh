@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # Checks too slow for CI's 35-minute budget, in one place. Run them all (no argument) or by name:
 #   scripts/slow-checks.sh [tests] [pythons] [upstream-tf] [cuda-image]
-#   tests        the test-suite tests marked slow_check, which CI deselects (python -m pytest --slow-checks
-#                -m slow_check), but test_python_versions.py (next): upstream's test_tensorflow.py and its
-#                TensorFlow 2 elastic scenarios, the bench's throughput + Keras and scaling suites run whole,
-#                upstream's two TF2 synthetic-benchmark examples and its two elastic examples.
+#   tests        the test-suite tests marked slow_check, which CI deselects and names at the end of its log
+#                (python -m pytest --slow-checks -m slow_check), but test_python_versions.py (next).
 #   pythons      Horovod build + 2-process job on Python 3.12 and 3.13 (CI runs 3.11 only)
 #                (tests/install/test_python_versions.py).
 #   upstream-tf  upstream Horovod v0.28.1's test_tensorflow.py through hvdkit.tensorflow at np=2, with
