@@ -22,8 +22,9 @@ def _environ_per_module():
         os.environ.update(saved)
 
 
-SLOW_CHECK_NOTE = ("slow_check tests (too slow for CI's 60-minute budget) are left out; scripts/slow-checks.sh runs "
-                   "them (python -m pytest --slow-checks -m slow_check)")
+SLOW_CHECK_NOTE = ("slow_check tests (too slow for CI's 35-minute budget) are left out; scripts/slow-checks.sh runs "
+                   "them (python -m pytest --slow-checks -m slow_check); the summary names them")
+_DESELECTED_SLOW = pytest.StashKey[list[str]]()
 
 
 def pytest_addoption(parser):
@@ -32,10 +33,11 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Deselect (not skip) the ``slow_check`` tests unless ``--slow-checks`` is given; the header says so."""
+    """Deselect (not skip) the ``slow_check`` tests unless ``--slow-checks`` is given; header and summary say so."""
     if config.getoption("--slow-checks"):
         return
     slow = [item for item in items if item.get_closest_marker("slow_check")]
+    config.stash[_DESELECTED_SLOW] = [item.nodeid for item in slow]
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("slow_check")]
@@ -43,3 +45,12 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_report_header(config):
     return None if config.getoption("--slow-checks") else SLOW_CHECK_NOTE
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Name every deselected slow check, so that CI's log says what it did not run and where that runs."""
+    slow = config.stash.get(_DESELECTED_SLOW, [])
+    if slow:
+        terminalreporter.write_sep("=", f"{len(slow)} slow_check tests deselected (scripts/slow-checks.sh runs them)")
+        for nodeid in slow:
+            terminalreporter.write_line(nodeid)

@@ -11,7 +11,7 @@
 #    mirror (hvdkit/base:bookworm, made once, kept while its recipe is unchanged).
 # 2. The wheelhouse (docker/wheelhouse/, the build context's only generated part, git-ignored):
 #    - CPU image: the '+cpu' torch wheel pinned in requirements/cpu.lock, fetched on this machine with its own pip
-#      settings plus $HVDKIT_TORCH_INDEX (default: the PyTorch CPU index), as tests/integration/
+#      settings plus $HVDKIT_TORCH_INDEX (default: the PyTorch CPU index), as tests/install/
 #      test_install.py does. If that fails, the image fetches it from TORCH_INDEX itself.
 #    - CPU image: the host's cached patched Horovod wheels whose build inputs (Python, torch, TensorFlow,
 #      patches) are the image's; the image reuses one only if its full build key (MPI too) matches, else

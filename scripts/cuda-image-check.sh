@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA image, built and inspected on a machine without a GPU (scripts/slow-checks.sh cuda-image):
 #   1. a Docker engine: the running one, or dockerd started as the test suite starts it
-#      (tests/integration/docker_engine.py) and stopped again at the end;
+#      (tests/docker/docker_engine.py) and stopped again at the end;
 #   2. docker/build.sh --cuda (HVDKIT_CUDA_BUILD_ARGS, e.g. --no-cache, go to docker build);
 #   3. `hvdkit doctor` inside the image: fails unless Horovod loads there with torch and reports its NCCL
 #      operations built in (doctor reads Horovod's build flags; no GPU or driver is needed for that,
@@ -26,7 +26,7 @@ trap stop_engine EXIT
 if ! docker info >/dev/null 2>&1; then
   started=$(python - <<'PY'
 import sys
-sys.path.insert(0, "tests/integration")
+sys.path.insert(0, "tests/docker")
 import docker_engine
 engine = docker_engine.start()
 print(engine.process.pid if engine.started_here and engine.process else "")

@@ -1,13 +1,10 @@
 #!/usr/bin/env bash
-# Checks too slow for CI's 60-minute budget, in one place. Run them all (no argument) or by name:
+# Checks too slow for CI's 35-minute budget, in one place. Run them all (no argument) or by name:
 #   scripts/slow-checks.sh [tests] [pythons] [upstream-tf] [cuda-image]
-#   tests        the test-suite tests marked slow_check, which CI deselects (python -m pytest --slow-checks
-#                -m slow_check), but test_python_versions.py (next): upstream's test_tensorflow.py and its
-#                TensorFlow 2 elastic scenarios, benchmarks/tests' suites other than allreduce (throughput +
-#                Keras, scaling) and the paired benchmark workers, upstream's two TF2 synthetic-benchmark
-#                examples and its two elastic examples.
+#   tests        the test-suite tests marked slow_check, which CI deselects and names at the end of its log
+#                (python -m pytest --slow-checks -m slow_check), but test_python_versions.py (next).
 #   pythons      Horovod build + 2-process job on Python 3.12 and 3.13 (CI runs 3.11 only)
-#                (tests/integration/test_python_versions.py).
+#                (tests/install/test_python_versions.py).
 #   upstream-tf  upstream Horovod v0.28.1's test_tensorflow.py through hvdkit.tensorflow at np=2, with
 #                nothing deselected (CI runs it with two Keras 3 artifacts deselected):
 #                scripts/upstream-tf-suite.sh.
@@ -31,9 +28,9 @@ for s in "${sections[@]}"; do
   echo "=== slow check: $s"
   case "$s" in
     tests) python -m pytest -q -p no:cacheprovider --slow-checks -m slow_check \
-             --ignore tests/integration/test_python_versions.py ;;
+             --ignore tests/install/test_python_versions.py ;;
     pythons) HVDKIT_TEST_PYTHONS="3.12 3.13" CI=true python -m pytest -q -p no:cacheprovider --slow-checks \
-               tests/integration/test_python_versions.py ;;
+               tests/install/test_python_versions.py ;;
     upstream-tf) bash "$repo/scripts/upstream-tf-suite.sh" ;;
     cuda-image) bash "$repo/scripts/cuda-image-check.sh" ;;
     *) echo "unknown section: $s (known: tests pythons upstream-tf cuda-image)"; false ;;

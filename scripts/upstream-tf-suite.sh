@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Upstream Horovod v0.28.1's test/parallel/test_tensorflow.py through hvdkit.tensorflow at np=2, alone and
 # without deselection (the upstream README measured 9 min 21 s against the raw build; one run through hvdkit
-# took 71 s here). CI runs it with the two Keras 3 artifacts deselected: tests/integration/test_upstream_conformance.py.
+# took 71 s here). CI runs it with the two Keras 3 artifacts deselected: tests/compat/test_upstream_conformance.py.
 # The upstream tree is copied into a temporary folder (never edited in place); the copy's only change is its
 # import line, plus a one-line `mock` module mapping the `mock` backport onto unittest.mock.
 # Usage: scripts/upstream-tf-suite.sh [pytest args...]
@@ -21,7 +21,7 @@ sed 's/^import horovod\.tensorflow as hvd$/import hvdkit.tensorflow as hvd/' "$u
 grep -q '^import hvdkit.tensorflow as hvd$' "$tmp/parallel/test_tensorflow.py"
 cd "$tmp"
 # The run passes when every failure is one of the two Keras 3 artifacts inside upstream's own tests
-# (tests/integration/test_upstream_conformance.py KERAS3_IN_TEST says why); anything else fails it.
+# (tests/compat/test_upstream_conformance.py KERAS3_IN_TEST says why); anything else fails it.
 known='test_horovod_syncbn_cpu|test_partial_distributed_gradient_tape'
 set +e
 PYTHONPATH="$repo:$tmp/utils" timeout 1200 horovodrun -np 2 -H localhost:2 \

@@ -31,39 +31,23 @@ class Slot:
 
 
 def expand_hostlist(hostlist: str) -> list[str]:
-    """Slurm's compressed host list (``node[1-2,05],gpu-a``) as names, in order."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(hostlist + ","):
-        depth += {"[": 1, "]": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
-            parts.append(hostlist[start:i])
-            start = i + 1
-    names: list[str] = []
-    for part in filter(None, parts):
-        m = re.fullmatch(r"([^\[\]]*)\[([^\]]*)\]([^\[\]]*)", part)
-        if not m:
-            if "[" in part or "]" in part:
-                raise ValueError(f"Slurm host list {hostlist!r}: cannot read {part!r} (use `scontrol show hostnames`)")
-            names.append(part)
-            continue
-        prefix, ranges, suffix = m.groups()
-        for r in ranges.split(","):
-            lo, _, hi = r.partition("-")
-            if not lo.isdigit() or (hi and not hi.isdigit()):
-                raise ValueError(f"Slurm host list {hostlist!r}: bad range {r!r}")
-            names += [f"{prefix}{i:0{len(lo)}d}{suffix}" for i in range(int(lo), int(hi or lo) + 1)]
-    return names
+    """Slurm's compressed host list (``node[1-2,05],gpu-a``) as names, in order (python-hostlist reads it)."""
+    import hostlist as _hostlist  # on use: only Slurm jobs need it
+
+    try:
+        return _hostlist.expand_hostlist(hostlist, allow_duplicates=True)
+    except _hostlist.BadHostlist as e:
+        raise ValueError(f"Slurm host list {hostlist!r}: {e} (`scontrol show hostnames` prints the names)") from e
 
 
 def expand_tasks_per_node(spec: str) -> list[int]:
     """Slurm's per-node task counts (``2(x3),1``) as a list (``[2, 2, 2, 1]``)."""
-    counts: list[int] = []
-    for part in spec.split(","):
-        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
-        if not m:
-            raise ValueError(f"Slurm tasks per node {spec!r}: cannot read {part!r}")
-        counts += [int(m.group(1))] * int(m.group(2) or 1)
-    return counts
+    import hostlist as _hostlist
+
+    try:
+        return _hostlist.parse_slurm_tasks_per_node(spec)
+    except _hostlist.BadHostlist as e:
+        raise ValueError(f"Slurm tasks per node {spec!r}: cannot read it ({e})") from e
 
 
 def host_plan(hosts: list[str], tasks_per_host: list[int]) -> list[Slot]:

@@ -2,6 +2,7 @@
 get_host_assignments), the SLURM_* -> HOROVOD_* mapping, MPIJob hostfiles, and the errors."""
 
 import importlib.util
+import re
 
 import pytest
 
@@ -12,20 +13,21 @@ from hvdkit.runtime.environments import detect, mpijob, prepare_process, slurm
     ("node1", ["node1"]),
     ("node[1-3]", ["node1", "node2", "node3"]),
     ("node[1-2,05],gpu-a,x[08-10]y", ["node1", "node2", "node05", "gpu-a", "x08y", "x09y", "x10y"]),
+    ("rack[1-2]-node[1-2]", ["rack1-node1", "rack1-node2", "rack2-node1", "rack2-node2"]),
 ])
 def test_expand_hostlist(text, names):
     assert slurm.expand_hostlist(text) == names
 
 
-@pytest.mark.parametrize("bad", ["node[1-x]", "rack[1-2]-node[1-2]"])
-def test_expand_hostlist_refuses_what_it_cannot_read(bad):
-    with pytest.raises(ValueError, match="Slurm host list"):
+@pytest.mark.parametrize("bad, why", [("node[1-x]", "bad range"), ("node[1-2", "unbalanced brackets")])
+def test_expand_hostlist_refuses_what_it_cannot_read(bad, why):
+    with pytest.raises(ValueError, match=re.escape(f"Slurm host list {bad!r}: {why}")):
         slurm.expand_hostlist(bad)
 
 
 def test_expand_tasks_per_node():
     assert slurm.expand_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
-    with pytest.raises(ValueError, match="cannot read '2x'"):
+    with pytest.raises(ValueError, match="Slurm tasks per node '2x': cannot read it"):
         slurm.expand_tasks_per_node("2x")
 
 

@@ -21,10 +21,10 @@ def ranks(tmp_path_factory):
 def test_weights_identical_across_ranks_after_fit_and_after_load_model(ranks):
     (a, b), _ = ranks
     # different seeds per rank: equal weights need the (deferred) broadcast of rank 0's variables
-    for wa, wb in zip(a["weights"], b["weights"]):
-        np.testing.assert_array_equal(np.array(wa), np.array(wb))
-    for wa, wb in zip(a["loaded_weights"], b["loaded_weights"]):
-        np.testing.assert_array_equal(np.array(wa), np.array(wb))
+    for key in ("weights", "loaded_weights"):
+        assert len(a[key]) == 4, key  # two Dense layers: kernel and bias each
+        for wa, wb in zip(a[key], b[key], strict=True):
+            np.testing.assert_array_equal(np.array(wa), np.array(wb))
 
 
 def test_metric_average_gives_every_rank_the_same_history(ranks):

@@ -72,10 +72,31 @@ def test_momentum_correction_only_where_lr_sits_in_the_velocity():
     assert torch_like.momentum_history == []
 
 
-def test_metric_average_single_process_keeps_values():
-    eng = Engine(LocalComm(), DictOps(), [MetricAverage()])
+class TwoRanks(LocalComm):
+    """Rank 0 of 2; at an epoch end the peer (rank 1) logged ``peer(own metrics)``, elsewhere what rank 0 did."""
+
+    def __init__(self, peer):
+        super().__init__(size=2)
+        self.peer = peer
+
+    def allgather_object(self, obj):
+        is_metrics = isinstance(obj, dict) and "loss" in obj
+        return [obj, self.peer(obj) if is_metrics else obj]
+
+
+def test_metric_average_puts_the_mean_over_ranks_in_the_history():
+    # rank 0 logs loss 0.0 and 1.0 (run_epochs), the peer 2.0 higher: the history must hold the means,
+    # which differ from both ranks' own values
+    eng = Engine(TwoRanks(lambda m: {k: v + 2.0 for k, v in m.items()}), DictOps(), [MetricAverage()])
     run_epochs(eng, epochs=2, steps=1)
-    assert eng.state.history["loss"] == [0.0, 1.0]
+    assert eng.state.history["loss"] == [1.0, 2.0]
+
+
+def test_metric_average_names_each_ranks_metrics_when_they_differ():
+    eng = Engine(TwoRanks(lambda m: {**m, "val_loss": 0.5}), DictOps(), [MetricAverage()])
+    with pytest.raises(ValueError, match=r"ranks logged different metrics at the end of epoch 1 "
+                                         r"\(rank 0: loss; rank 1: loss, val_loss\)"):
+        run_epochs(eng, epochs=1, steps=1)
 
 
 def test_metrics_logger_appends_and_never_truncates(tmp_path):

@@ -49,6 +49,9 @@ def test_tensorflow2_keras_mnist(tmp_path):
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*.keras")) == [f"checkpoint-{e}.keras" for e in (1, 2, 3)]
 
 
+# A slow_check: in CI, tests/compat/test_horovod_api.py checks DistributedGradientTape's values across two ranks
+# and tests/core/test_examples.py trains hvdkit's own custom-loop example.
+@pytest.mark.slow_check
 def test_tensorflow2_mnist_custom_loop(tmp_path):
     script = copy_example(tmp_path, "tensorflow2_mnist.py", shorten=[
         ("dataset.take(10000 // hvd.size())", "dataset.take(80 // hvd.size())")])
@@ -59,7 +62,7 @@ def test_tensorflow2_mnist_custom_loop(tmp_path):
 
 
 # Both synthetic benchmarks (about 66 and 39 s on CI's 2-core machine) run in scripts/slow-checks.sh; in CI
-# tensorflow2_mnist_custom_loop covers the custom-loop path and tensorflow2_keras_mnist the Keras fit path.
+# tensorflow2_keras_mnist covers the Keras fit path (the custom-loop path: see tensorflow2_mnist_custom_loop).
 @pytest.mark.slow_check
 @pytest.mark.parametrize("name", ["tensorflow2_synthetic_benchmark.py", "tensorflow2_keras_synthetic_benchmark.py"])
 def test_tensorflow2_synthetic_benchmarks(tmp_path, name):

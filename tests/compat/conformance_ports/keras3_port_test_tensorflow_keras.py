@@ -1,7 +1,7 @@
 # Keras 3 port, for hvdkit, of the Keras tests of Horovod v0.28.1's test/parallel/test_tensorflow_keras.py
 # (original vendored unedited in third_party/horovod-0.28.1-test/parallel/test_tensorflow_keras.py).
 # Upstream runs this class only on TensorFlow 1 (graph mode, sessions); Keras 3 runs on TensorFlow 2 only,
-# eagerly, so the port runs it there. Run by tests/integration/test_upstream_conformance.py under
+# eagerly, so the port runs it there. Run by tests/compat/test_upstream_conformance.py under
 # horovodrun -np 2.
 #
 # Every change from the original, each marked "# hvdkit:" where it is made:
@@ -44,7 +44,7 @@
 #     name check (`__name__`) is kept.
 #
 # Tests left out for hvdkit are deselected by exact name, with the reason, in
-# tests/integration/test_upstream_conformance.py.
+# tests/compat/test_upstream_conformance.py.
 #
 # Copyright 2018 Uber Technologies, Inc. All Rights Reserved.
 #

@@ -19,6 +19,9 @@ def _run(tmp_path, name, ckpt, epochs):
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(4)]
 
 
+# A slow_check (three 4-process runs on CI's 2 cores): CI keeps the Keras process-set test below, the root-rank
+# refusal and tests/core/test_process_set_comm.py.
+@pytest.mark.slow_check
 @pytest.mark.timeout(780)
 def test_two_replicas_of_a_two_stage_pipeline_stay_identical_and_resume_per_stage(tmp_path):
     straight = _run(tmp_path, "straight", tmp_path / "ck_straight", 5)

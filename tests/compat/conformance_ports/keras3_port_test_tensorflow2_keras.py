@@ -1,6 +1,6 @@
 # Keras 3 port, for hvdkit, of Horovod v0.28.1's test/parallel/test_tensorflow2_keras.py
 # (original vendored unedited in third_party/horovod-0.28.1-test/parallel/test_tensorflow2_keras.py).
-# Run by tests/integration/test_upstream_conformance.py under horovodrun -np 2.
+# Run by tests/compat/test_upstream_conformance.py under horovodrun -np 2.
 #
 # Every change from the original, each marked "# hvdkit:" where it is made:
 #  1. `import horovod.tensorflow.keras as hvd` -> `import hvdkit.tensorflow.keras as hvd` (the one-line switch).
@@ -28,7 +28,7 @@
 #     (`from tensorflow import keras`) has the function only as `MSE`/`mse`.
 #
 # Tests left out for hvdkit (not for Keras 3) are deselected by exact name, with the reason, in
-# tests/integration/test_upstream_conformance.py.
+# tests/compat/test_upstream_conformance.py.
 #
 # Copyright 2019 Uber Technologies, Inc. All Rights Reserved.
 #

@@ -1,7 +1,12 @@
 """Slurm for real: docker/slurm/slurm-cluster.sh builds slurmctld + slurmd nodes in network/UTS
 namespaces (munge key made at start), and sbatch trains an example across two nodes with MPI
 (srun --mpi=pmix) and with Gloo only (hvdkit slurm-gloo); a node dies and the --requeue job resumes
-from its checkpoint. Times are printed (pytest -s) and quoted in docs/clusters.md."""
+from its checkpoint. Times are printed (pytest -s) and quoted in docs/clusters.md.
+
+The two jobs on the cluster, the file's slow part, are ``slow_check`` tests that
+``scripts/slow-checks.sh`` runs; CI checks the Slurm launcher with tests/clusters/test_launcher_environments.py
+(host lists, the rank plan against Horovod's own, the SLURM_* -> HOROVOD_* mapping) and keeps the cleanup and
+shellcheck tests here."""
 
 import json
 import os
@@ -55,6 +60,7 @@ def test_cluster_failure_still_cleans_up():
 
 
 @requires_horovod
+@pytest.mark.slow_check
 @pytest.mark.horovod
 @pytest.mark.timeout(330)
 def test_sbatch_trains_on_two_nodes_with_mpi_and_with_gloo(tmp_path):
@@ -100,6 +106,7 @@ def test_sbatch_trains_on_two_nodes_with_mpi_and_with_gloo(tmp_path):
 
 
 @requires_horovod
+@pytest.mark.slow_check
 @pytest.mark.horovod
 @pytest.mark.timeout(300)
 def test_requeued_job_resumes_from_its_checkpoint_after_a_node_dies(tmp_path):

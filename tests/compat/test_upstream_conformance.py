@@ -95,7 +95,7 @@ KERAS3_IN_TEST = ["test_horovod_syncbn_cpu", "test_partial_distributed_gradient_
 
 # About 3 minutes on CI's 2-core machine: a slow_check (scripts/slow-checks.sh runs it, and its upstream-tf
 # section runs the same file with nothing deselected). In CI, hvdkit.tensorflow's Horovod names are checked by
-# the Keras 3 ports below, tests/integration/test_horovod_api.py and upstream's TF2 examples.
+# the Keras 3 ports below, tests/compat/test_horovod_api.py and upstream's TF2 examples.
 @pytest.mark.slow_check
 def test_upstream_test_tensorflow_passes_through_hvdkit(upstream_copy):
     for summary in run_upstream(upstream_copy, "test_tensorflow.py", "import horovod.tensorflow as hvd",
@@ -105,9 +105,9 @@ def test_upstream_test_tensorflow_passes_through_hvdkit(upstream_copy):
         assert int(re.search(r"(\d+) passed", summary).group(1)) >= 141, summary
 
 
-PORTS = REPO / "tests" / "conformance_ports"
+PORTS = REPO / "tests" / "compat" / "conformance_ports"
 
-# The Keras 3 ports (tests/conformance_ports/, each header lists every change from upstream and why) of
+# The Keras 3 ports (tests/compat/conformance_ports/, each header lists every change from upstream and why) of
 # upstream's test_tensorflow2_keras.py and of the Keras tests of test_tensorflow_keras.py. Left out, by exact
 # name, each for a difference of hvdkit's from Horovod (not for Keras 3):
 KERAS_LEFT_OUT = {
@@ -130,7 +130,7 @@ KERAS_LEFT_OUT = {
 
 def test_keras3_ports_of_upstream_keras_tests_pass_through_hvdkit(tmp_path):
     """The ports, with upstream's utils (``common.temppath``), a ``mock`` shim and a ``parameterized`` shim
-    (tests/conformance_ports/parameterized.py: the ``expand`` upstream uses, without a new dependency)."""
+    (tests/compat/conformance_ports/parameterized.py: the ``expand`` upstream uses, without a new dependency)."""
     shutil.copytree(UPSTREAM / "utils", tmp_path / "utils")
     (tmp_path / "utils" / "mock.py").write_text("from unittest.mock import *  # noqa: F403\n")
     shutil.copy(PORTS / "parameterized.py", tmp_path / "utils" / "parameterized.py")

@@ -2,7 +2,7 @@
 applying a commit is idempotent and follows the linear scaling rule; a failure rolls back and the
 rest of the epoch is dealt out over the new world. The fake ``State`` and retry loop below do what
 Horovod's ``ObjectState`` and ``run_fn`` do (restore, reset callbacks, sync), minus the network; the
-real ones run in tests/integration/test_elastic.py."""
+real ones run in tests/elastic/test_elastic.py."""
 
 import subprocess
 
