@@ -177,7 +177,7 @@ def test_shard_rejects_bad_ranks_and_non_data(hk):
     with pytest.raises(TypeError, match="data must be a NumPy array"):
         hk.shard("abc")
     assert hk.shard(np.arange(5), rank=1, size=2).tolist() == [1, 3, 0]  # padded: equal rows per rank
-    assert hk.shard(np.arange(5), rank=1, size=2, drop_remainder=True).tolist() == [1, 3]
+    assert hk.shard(np.arange(5), rank=1, size=2, drop_last=True).tolist() == [1, 3]
 
 
 def test_a_checkpoint_that_names_code_is_refused_in_keras(hk, tmp_path):
