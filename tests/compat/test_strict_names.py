@@ -1,0 +1,26 @@
+"""A Horovod script that names something outside Horovod 0.28.1's public API gets an AttributeError naming
+both packages, under real horovodrun, instead of silently reaching Horovod's internals."""
+
+import pytest
+from helpers import horovodrun, requires_horovod
+
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(120)]
+
+SCRIPT = """
+import hvdkit.torch as hvd
+hvd.init()
+print("SIZE", hvd.size(), flush=True)
+try:
+    hvd.allreduce_asynch  # a typo of allreduce_async
+except AttributeError as e:
+    print("ERR", e, flush=True)
+"""
+
+
+def test_a_typo_in_a_horovod_script_names_both_packages(tmp_path):
+    script = tmp_path / "typo.py"
+    script.write_text(SCRIPT)
+    out = horovodrun(script, timeout=100).stdout
+    assert out.count("SIZE 2") == 2, out[-3000:]
+    assert out.count("ERR module 'hvdkit.torch' has no attribute 'allreduce_asynch' (not in hvdkit.torch nor in "
+                     "Horovod 0.28.1's horovod.torch API)") == 2, out[-3000:]
