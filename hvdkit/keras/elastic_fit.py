@@ -168,6 +168,10 @@ def fit_elastic(model: keras.Model, x: Any, y: Any = None, *, epochs: int, batch
     """
     if y is None:
         raise ValueError("y must be the targets for x (an array, or a list/dict of arrays), got None")
+    if validation_data is not None and (not isinstance(validation_data, tuple | list) or
+                                        len(validation_data) not in (2, 3)):
+        raise ValueError("validation_data must be (x_val, y_val) or (x_val, y_val, sample_weight), as for "
+                         f"model.fit, got {type(validation_data).__name__}")
     if not is_distributed(getattr(model, "optimizer", None)):
         raise ValueError("model must be compiled with hvdkit.keras.DistributedOptimizer(...) for fit_elastic, got "
                          f"optimizer {type(getattr(model, 'optimizer', None)).__name__}")
