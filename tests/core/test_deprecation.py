@@ -36,3 +36,14 @@ def test_shard_indices_speak_drop_last():
     assert shard_indices(5, 1, 2, drop_last=True) == [1, 3]
     with pytest.raises(ValueError, match="drop_last=True leaves no sample"):
         shard_indices(1, 0, 2, drop_last=True)
+
+
+def test_the_elastic_loops_sampler_is_no_longer_core_api():
+    import hvdkit.core
+
+    assert "ElasticIndexSampler" not in hvdkit.core.__all__
+    with pytest.warns(DeprecationWarning, match="hvdkit.core.ElasticIndexSampler is deprecated"):
+        cls = hvdkit.core.ElasticIndexSampler
+    from hvdkit.core.elastic.sampler import ElasticIndexSampler
+
+    assert cls is ElasticIndexSampler
