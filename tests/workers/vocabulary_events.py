@@ -77,7 +77,7 @@ with warnings.catch_warnings(record=True) as caught:
         out["shard_old"] = hk.shard(np.arange(5), rank=1, size=2, drop_remainder=True).tolist()
         out["shard_new"] = hk.shard(np.arange(5), rank=1, size=2, drop_last=True).tolist()
         try:  # the deprecated alias forwards to hk.fit_elastic, which needs the elastic driver
-            trainer2.fit_elastic(data, 1, batch_size=8)
+            trainer.fit_elastic(data, 1, batch_size=8)
         except RuntimeError as exc:
             out["alias_error"] = str(exc).split(":")[0]
         out["eval_sampler"] = [list(hk.shard_sampler(val, for_eval=True)), list(hk.EvalShardSampler(val))]
