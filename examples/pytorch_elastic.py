@@ -51,8 +51,8 @@ def main() -> None:
         callbacks.append(Checkpoint(args.checkpoint_dir, keep=2))
     trainer = hk.Trainer(model, optimizer, nn.CrossEntropyLoss(), callbacks=callbacks,
                          metrics={"accuracy": accuracy})
-    history = trainer.fit_elastic(train, epochs=args.epochs, batch_size=args.batch_size,
-                                  commit_every=args.commit_every)
+    history = hk.fit_elastic(trainer, train, epochs=args.epochs, batch_size=args.batch_size,
+                             commit_every=args.commit_every)
     progress = history.elastic  # resets and recovery times
     val = trainer.evaluate(TensorDataset(torch.from_numpy(x_val), torch.from_numpy(y_val)), batch_size=256)
     if hk.rank() == 0:

@@ -70,7 +70,7 @@ def main() -> None:
         print(f"training on {len(train)} samples, {hk.size()} workers x batch {args.batch_size}, "
               f"threads/rank {torch.get_num_threads()}, pid {os.getpid()}", flush=True)
     t0 = time.perf_counter()
-    history = trainer.fit(train, epochs=args.epochs, batch_size=args.batch_size, val_data=val, seed=args.seed)
+    history = trainer.fit(train, epochs=args.epochs, batch_size=args.batch_size, validation_data=val, seed=args.seed)
     if hk.rank() == 0:
         print(f"final validation accuracy: {history['val_accuracy'][-1]:.4f} "
               f"({time.perf_counter() - t0:.1f} s)", flush=True)

@@ -1,36 +1,55 @@
-"""Horovod's names in an hvdkit adapter package: one helper for ``hvdkit.torch``, ``hvdkit.tensorflow``
-and ``hvdkit.keras``.
+"""Horovod's names in an hvdkit adapter package: one helper for ``hvdkit.torch``, ``hvdkit.tensorflow``,
+``hvdkit.keras`` and ``hvdkit.keras.callbacks``.
 
-:func:`export` puts the adapter's ``horovod_api.__horovod_all__`` names into the package and returns a
-module ``__getattr__`` through which anything else of Horovod's module (its internals, e.g. ``hvd.util``,
-that scripts and upstream's tests reach) falls through, so a Horovod name never fails with AttributeError
-there. hvdkit's own submodules come first: they are imported, never shadowed. Framework-free: Horovod's
-module is imported by name, only when a name falls through.
+Each package keeps Horovod 0.28.1's public API in an explicit compat module (``horovod_api``), whose
+``__horovod_all__`` lists it. :func:`export` copies exactly those names into the package, plus the few
+Horovod internals that upstream's tests and example scripts reach (``__horovod_internal__``, listed by
+name), and returns the package's ``__getattr__``: nothing else falls through to Horovod, so a typo is an
+AttributeError naming both packages instead of a silent reach into Horovod's internals.
+Framework-free: the compat module imports Horovod, this module does not.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+#: The Horovod release whose API the compat modules reproduce.
+HOROVOD_VERSION = "0.28.1"
+
+
+def missing(package: str, name: str, upstream: str) -> AttributeError:
+    """The AttributeError for ``name``, which neither hvdkit's ``package`` nor Horovod's ``upstream`` API has."""
+    return AttributeError(f"module {package!r} has no attribute {name!r} (not in {package} nor in Horovod "
+                          f"{HOROVOD_VERSION}'s {upstream} API)")
+
 
 def export(namespace: dict[str, Any], api: ModuleType, upstream: str) -> Callable[[str], object]:
-    """Copy ``api.__horovod_all__`` into ``namespace`` (set its ``__horovod_all__``) and return the
-    package's ``__getattr__`` falling through to the module named ``upstream``."""
+    """Copy ``api.__horovod_all__`` (and ``api.__horovod_internal__``, if any) into ``namespace``, set its
+    ``__horovod_all__``, and return the package's ``__getattr__``, which raises :func:`missing`."""
     names = list(api.__horovod_all__)
-    namespace.update({n: getattr(api, n) for n in names})
+    internal = list(getattr(api, "__horovod_internal__", []))
+    namespace.update({n: getattr(api, n) for n in [*names, *internal]})
     namespace["__horovod_all__"] = names
     package = namespace["__name__"]
 
     def __getattr__(name: str) -> object:
-        if importlib.util.find_spec(f"{package}.{name}") is not None:  # an hvdkit submodule not imported yet
-            return importlib.import_module(f"{package}.{name}")
-        try:
-            return getattr(importlib.import_module(upstream), name)
-        except AttributeError:
-            raise AttributeError(f"module {package!r} has no attribute {name!r} (nor has {upstream})") from None
+        raise missing(package, name, upstream)
+
+    return __getattr__
+
+
+def serve(namespace: dict[str, Any], api: ModuleType, upstream: str) -> Callable[[str], object]:
+    """Like :func:`export`, but leave ``namespace`` to hvdkit's own names: the returned ``__getattr__``
+    answers ``api.__horovod_all__`` from ``api`` when asked for one, and raises :func:`missing` otherwise."""
+    names = frozenset(api.__horovod_all__)
+    namespace["__horovod_all__"] = sorted(names)
+    package = namespace["__name__"]
+
+    def __getattr__(name: str) -> object:
+        if name in names:
+            return getattr(api, name)
+        raise missing(package, name, upstream)
 
     return __getattr__

@@ -21,9 +21,6 @@ class LearningRateWarmup(Callback):
     """
 
     order = -10
-    #: Added to the global step in the formula: 1 counts the step being trained as done, which is
-    #: Horovod's ``LearningRateWarmupCallback`` (it reaches ``T`` at the warm-up's last step).
-    step_offset = 0
 
     def __init__(self, warmup_epochs: float = 5, steps_per_epoch: int | None = None,
                  momentum_correction: bool = True, verbose: bool = False) -> None:
@@ -51,7 +48,7 @@ class LearningRateWarmup(Callback):
 
     def on_batch_begin(self, state: TrainState) -> None:
         """Set the warm-up LR factor for the current global step."""
-        factor = lrmath.warmup_factor(state.global_step + self.step_offset, self.warmup_steps(state), state.comm.size)
+        factor = lrmath.warmup_factor(state.global_step, self.warmup_steps(state), state.comm.size)
         state.lr_factors["warmup"] = factor
         if factor == 1.0 and self.verbose and state.is_root and not self._done_logged:
             self._done_logged = True

@@ -40,3 +40,9 @@ class ProgressBar(Callback):
             self._bar.set_postfix({k: f"{v:.4g}" for k, v in state.logs.items()})
             self._bar.close()
             self._bar = None
+
+    def close(self) -> None:
+        """Close a bar left open by an epoch that raised."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

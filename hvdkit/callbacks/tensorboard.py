@@ -101,7 +101,12 @@ class TensorBoard(Callback):
                 w.add_scalar(f"{prefix}/samples_per_s", per_step * steps / seconds, step)
 
     def on_train_end(self, state: TrainState) -> None:
-        """Flush and close the event file."""
+        """Flush the event file: the run's scalars are on disk when ``fit`` returns."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Close the event file and its writer thread (also after an error); the next run reopens it."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None

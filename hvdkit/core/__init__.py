@@ -12,13 +12,17 @@ from hvdkit.core.events import Event
 from hvdkit.core.history import History
 from hvdkit.core.state import FrameworkOps, TrainState
 
-__all__ = ["Callback", "CheckpointStore", "Comm", "Dispatcher", "ElasticIndexSampler", "ElasticLoop", "Engine",
-           "Event", "FrameworkOps", "History", "LocalComm", "Manifest", "TrainState"]
+__all__ = ["Callback", "CheckpointStore", "Comm", "Dispatcher", "ElasticLoop", "Engine", "Event", "FrameworkOps",
+           "History", "LocalComm", "Manifest", "TrainState"]
 
 
 def __getattr__(name: str) -> Any:  # numpy only when asked for: `hvdkit doctor` imports the core in bare environments
-    if name == "ElasticIndexSampler":
+    if name == "ElasticIndexSampler":  # the elastic loop's own; deprecated here for one release
+        from hvdkit.core.deprecation import warn_renamed
         from hvdkit.core.elastic.sampler import ElasticIndexSampler
+
+        warn_renamed("hvdkit.core.ElasticIndexSampler", "hvdkit.torch.fit_elastic / hvdkit.keras.fit_elastic (which "
+                     "deal out the data themselves), or hvdkit.core.elastic.sampler.ElasticIndexSampler")
 
         return ElasticIndexSampler
     if name == "ElasticLoop":

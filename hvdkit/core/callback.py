@@ -1,4 +1,4 @@
-"""The callback base class: one method per :class:`~hvdkit.core.events.Event`."""
+"""The callback base class: one method per :class:`~hvdkit.core.events.Event`, plus ``close``."""
 
 from __future__ import annotations
 
@@ -13,54 +13,83 @@ if TYPE_CHECKING:
 class Callback:
     """Base class for hvdkit callbacks; override the ``on_*`` methods you need.
 
+    :meth:`run_event` is the one dispatch method and is final (as in Composer): a subclass that overrides
+    it is a TypeError when the class is created. Override the ``on_*`` hooks instead. The engine calls
+    only the hooks a class overrides (:meth:`overrides`), so an unused hook costs nothing per step.
+
     ``order`` decides the position among callbacks (lower runs first): checkpoint
     restore must run before callbacks that read the restored state, loggers after
     everything that changes the logs.
     ``state_dict``/``load_state_dict`` carry whatever the callback must remember
     across a checkpoint resume or an elastic reset.
+
+    ``on_train_end`` is a training event (the run is over: flush, write a summary); :meth:`close` is
+    cleanup (release files and threads). The engine calls ``close`` after ``on_train_end``, in a
+    ``finally``, so it runs even when training or another callback raised. A callback may be used for
+    another run after ``close`` (Keras calls ``fit`` again): reopen what it needs in ``on_train_begin``.
     """
 
     order: int = 0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "run_event" in vars(cls):
+            raise TypeError(f"{cls.__qualname__} overrides Callback.run_event, which is final: override the "
+                            "on_* hook of the event instead (e.g. on_batch_end)")
+
+    @classmethod
+    def overrides(cls, event: Event) -> bool:
+        """True when this class overrides the hook of ``event`` (the base class's hooks do nothing)."""
+        return getattr(cls, event.method_name) is not getattr(Callback, event.method_name)
 
     def bind(self, engine: Any) -> None:
         """Called once by the engine that will fire this callback's events."""
 
     def run_event(self, event: Event, state: TrainState) -> None:
-        """Call this callback's hook for ``event``."""
+        """Call this callback's hook for ``event`` (final: override the hooks, not this)."""
         getattr(self, event.method_name)(state)
 
+    def close(self) -> None:
+        """Release files and threads; called after every run, even one that raised."""
+
     def on_train_begin(self, state: TrainState) -> None:
-        """Training starts (a checkpoint may be restored here)."""
+        """See :attr:`Event.TRAIN_BEGIN <hvdkit.core.events.Event.TRAIN_BEGIN>`."""
 
     def on_epoch_begin(self, state: TrainState) -> None:
-        """An epoch starts (``state.epoch``)."""
+        """See :attr:`Event.EPOCH_BEGIN <hvdkit.core.events.Event.EPOCH_BEGIN>`."""
 
     def on_batch_begin(self, state: TrainState) -> None:
-        """A training step starts; LR callbacks set their factors here."""
+        """See :attr:`Event.BATCH_BEGIN <hvdkit.core.events.Event.BATCH_BEGIN>`."""
 
     def on_batch_end(self, state: TrainState) -> None:
-        """A training step ended; ``state.logs`` holds its logs."""
+        """See :attr:`Event.BATCH_END <hvdkit.core.events.Event.BATCH_END>`."""
+
+    def on_eval_begin(self, state: TrainState) -> None:
+        """See :attr:`Event.EVAL_BEGIN <hvdkit.core.events.Event.EVAL_BEGIN>`."""
+
+    def on_eval_end(self, state: TrainState) -> None:
+        """See :attr:`Event.EVAL_END <hvdkit.core.events.Event.EVAL_END>` (``state.logs`` has ``val_*``)."""
 
     def on_epoch_end(self, state: TrainState) -> None:
-        """An epoch ended; ``state.logs`` holds its logs (averaging callbacks may rewrite them)."""
-
-    def on_train_end(self, state: TrainState) -> None:
-        """Training ended (also after an error)."""
+        """See :attr:`Event.EPOCH_END <hvdkit.core.events.Event.EPOCH_END>`."""
 
     def on_epoch_save(self, state: TrainState) -> None:
-        """After ``on_epoch_end``, with the final logs and ``state.epoch`` counting the finished epoch."""
+        """See :attr:`Event.EPOCH_SAVE <hvdkit.core.events.Event.EPOCH_SAVE>`."""
+
+    def on_train_end(self, state: TrainState) -> None:
+        """See :attr:`Event.TRAIN_END <hvdkit.core.events.Event.TRAIN_END>` (also after an error)."""
 
     def on_checkpoint_saved(self, state: TrainState) -> None:
-        """A checkpoint was written."""
+        """See :attr:`Event.CHECKPOINT_SAVED <hvdkit.core.events.Event.CHECKPOINT_SAVED>`."""
 
     def on_checkpoint_restored(self, state: TrainState) -> None:
-        """A checkpoint was restored."""
+        """See :attr:`Event.CHECKPOINT_RESTORED <hvdkit.core.events.Event.CHECKPOINT_RESTORED>`."""
 
     def on_commit(self, state: TrainState) -> None:
-        """Elastic training committed its state."""
+        """See :attr:`Event.COMMIT <hvdkit.core.events.Event.COMMIT>`."""
 
     def on_reset(self, state: TrainState) -> None:
-        """Elastic training reset after workers left or joined (``state.comm.size`` is the new size)."""
+        """See :attr:`Event.RESET <hvdkit.core.events.Event.RESET>`."""
 
     def set_model(self, model: object) -> None:
         """Keras calls this on the callbacks given to ``model.fit``: a core callback there is a mistake."""

@@ -42,8 +42,10 @@ class Engine:
                 engine.batch_begin(i)
                 ...forward, backward, optimizer step...
                 engine.batch_end({"loss": loss})
-            engine.epoch_end({"loss": epoch_loss})
-        engine.train_end()
+            engine.eval_begin({"loss": epoch_loss})          # with validation data only
+            logs = engine.eval_end({"val_loss": val_loss})
+            engine.epoch_end(logs)
+        engine.train_end()                                   # in a finally
     """
 
     def __init__(self, comm: Comm, ops: FrameworkOps, callbacks: Iterable[Callback] = ()) -> None:
@@ -62,14 +64,8 @@ class Engine:
 
     def register(self, callback: Callback) -> None:
         """Add ``callback`` (once) and keep the callbacks sorted by ``order``."""
-        disp = self.dispatcher
-        if any(cb is callback for cb in disp.callbacks):
-            return
-        if not isinstance(callback, Callback):
-            raise TypeError(f"callback must be an hvdkit.core.Callback, got {type(callback).__name__} ({callback!r})")
-        disp.callbacks.append(callback)
-        disp.callbacks.sort(key=lambda cb: cb.order)
-        callback.bind(self)
+        if self.dispatcher.add(callback):
+            callback.bind(self)
 
     def fire(self, event: Event) -> None:
         """Run every callback's hook for ``event``."""
@@ -89,7 +85,7 @@ class Engine:
         if s.elastic and self.elastic is None:
             raise RuntimeError(
                 "this process was started by Horovod's elastic driver (horovodrun --min-np/--max-np): train "
-                "with fit_elastic (Trainer.fit_elastic, hvdkit.keras.fit_elastic), which commits and restores "
+                "with fit_elastic (hvdkit.torch.fit_elastic, hvdkit.keras.fit_elastic), which commits and restores "
                 "state when workers leave or join; fit would start from unsynchronised weights and die with "
                 "the first lost worker")
         if not s.elastic:  # under the elastic loop every worker derives the steps from one formula
@@ -161,13 +157,30 @@ class Engine:
         self.fire(Event.EPOCH_SAVE)
         return dict(s.logs)
 
+    def eval_begin(self, logs: Mapping[str, float] | None = None) -> None:
+        """Before validation: ``logs`` (the epoch's training logs, if given) in ``state.logs``, then
+        ``on_eval_begin``."""
+        if logs is not None:
+            self.state.logs = dict(logs)
+        self.fire(Event.EVAL_BEGIN)
+
+    def eval_end(self, val_logs: Mapping[str, float]) -> dict[str, float]:
+        """After validation: ``val_logs`` (named ``val_*``) join ``state.logs``, then ``on_eval_end``;
+        returns the logs with them."""
+        s = self.state
+        s.logs = {**s.logs, **val_logs}
+        self.fire(Event.EVAL_END)
+        return dict(s.logs)
+
     def train_end(self) -> None:
-        """End the run (also after an exception: adapters call it in ``finally``)."""
+        """End the run (also after an exception: adapters call it in ``finally``): ``on_train_end``, then
+        every callback's ``close()``, which runs even when ``on_train_end`` raised."""
         s = self.state
         try:
             self.fire(Event.TRAIN_END)
         finally:
             s.resumed_epoch = None
+            self.dispatcher.close()
 
     def check_ranks_agree(self, facts: Mapping[str, object]) -> None:
         """Raise a ValueError on every rank if ranks differ on any of ``facts`` (one allgather)."""
@@ -183,7 +196,7 @@ class Engine:
                     f"ranks disagree on {name} ({per_rank}): every rank must run the same epochs and steps, "
                     "or the first collective of a rank with more waits forever for the others. Give every rank "
                     "the same number of batches (hvdkit's shard() gives every rank the same number of rows; "
-                    "or drop_last/drop_remainder) and the same arguments")
+                    "or drop_last=True) and the same arguments")
 
     # -- learning rate --------------------------------------------------------
     def current_lr(self) -> float | None:

@@ -40,7 +40,7 @@ from hvdkit.tensorflow.comm import HorovodComm  # noqa: E402
 from hvdkit.tensorflow.data import shard  # noqa: E402
 from hvdkit.tensorflow.runtime import init, local_rank, local_size, rank, size  # noqa: E402
 
-__getattr__ = _export(globals(), _horovod_api, "horovod.tensorflow.keras")  # Horovod's names; the rest falls through
+__getattr__ = _export(globals(), _horovod_api, "horovod.tensorflow.keras")  # Horovod's names; others: AttributeError
 
 
 def verbose(level: int = 1) -> int:

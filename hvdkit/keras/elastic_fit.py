@@ -31,7 +31,7 @@ from horovod.common.elastic import ObjectState
 from hvdkit.core.elastic.loop import ElasticLoop
 from hvdkit.core.elastic.state import LoopCommit
 from hvdkit.core.history import History
-from hvdkit.keras.engine_bridge import EngineBridge, KerasLogs, engine_for, scalar_logs
+from hvdkit.keras.engine_bridge import EngineBridge, KerasLogs, engine_for, scalar_logs, val_logs
 from hvdkit.keras.ops import KerasOps
 from hvdkit.keras.optimizer import is_distributed
 from hvdkit.tensorflow.elastic_run import run
@@ -98,6 +98,12 @@ class _StepHooks(keras.callbacks.Callback):
         if self.loop.engine.state.stop_training:
             self.model.stop_training = True
 
+    def on_test_begin(self, logs: KerasLogs = None) -> None:
+        self.loop.engine.eval_begin()
+
+    def on_test_end(self, logs: KerasLogs = None) -> None:
+        self.loop.engine.eval_end(val_logs(logs))
+
     def on_epoch_end(self, epoch: int, logs: KerasLogs = None) -> None:
         self.epoch_logs = scalar_logs(logs)
 
@@ -126,8 +132,9 @@ class KerasElasticAdapter:
     batch_end_in_step = False  # Keras may run batch-end hooks later, on another thread
 
     def __init__(self, model: keras.Model, x: Any, y: Any, callbacks: list[keras.callbacks.Callback],
-                 verbose: int | str) -> None:
+                 verbose: int | str, validation_data: Any = None) -> None:
         self.model, self.x, self.y, self.callbacks, self.verbose = model, x, y, callbacks, verbose
+        self.validation_data = validation_data
 
     def make_state(self, loop: ElasticLoop) -> KerasElasticState:
         """The elastic state over this model's variables."""
@@ -142,19 +149,29 @@ class KerasElasticAdapter:
         hooks = _StepHooks(loop)
         epoch = loop.engine.state.epoch
         self.model.fit(_take(self.x, indices), _take(self.y, indices), batch_size=loop.batch_size, epochs=epoch + 1,
-                       initial_epoch=epoch, shuffle=False, callbacks=[*self.callbacks, hooks], verbose=self.verbose)
+                       initial_epoch=epoch, shuffle=False, callbacks=[*self.callbacks, hooks], verbose=self.verbose,
+                       validation_data=self.validation_data)
         return hooks.epoch_logs
 
 
-def fit_elastic(model: keras.Model, x: Any, y: Any, *, epochs: int, batch_size: int,
-                callbacks: Iterable[keras.callbacks.Callback] = (), commit_every: int = 10, shuffle: bool = True,
-                seed: int = 0, verbose: int | str = "auto") -> History:
-    """Train ``model`` on in-memory arrays ``x``, ``y``, surviving workers that leave or join.
+def fit_elastic(model: keras.Model, x: Any, y: Any = None, *, epochs: int, batch_size: int,
+                validation_data: Any = None, callbacks: Iterable[keras.callbacks.Callback] = (),
+                commit_every: int = 10, shuffle: bool = True, seed: int = 0, verbose: int | str = "auto") -> History:
+    """Train ``model`` on in-memory arrays ``x``, ``y``, surviving workers that leave or join; the same
+    shape as :func:`hvdkit.torch.fit_elastic`.
 
-    Returns hvdkit's :class:`~hvdkit.core.history.History`, as ``Trainer.fit_elastic`` does: ``history``
-    holds every epoch of this run (averaged over workers when ``MetricAverage`` is among the callbacks)
-    and ``elastic`` the loop's resets and recovery times.
+    ``validation_data`` (``(x_val, y_val)``, as for ``model.fit``) is evaluated by every worker at each
+    epoch's end, between ``on_eval_begin`` and ``on_eval_end``; its results join the logs as ``val_*``.
+    Returns hvdkit's :class:`~hvdkit.core.history.History`, as :func:`hvdkit.torch.fit_elastic` does:
+    ``history`` holds every epoch of this run (averaged over workers when ``MetricAverage`` is among the
+    callbacks) and ``elastic`` the loop's resets and recovery times.
     """
+    if y is None:
+        raise ValueError("y must be the targets for x (an array, or a list/dict of arrays), got None")
+    if validation_data is not None and (not isinstance(validation_data, tuple | list) or
+                                        len(validation_data) not in (2, 3)):
+        raise ValueError("validation_data must be (x_val, y_val) or (x_val, y_val, sample_weight), as for "
+                         f"model.fit, got {type(validation_data).__name__}")
     if not is_distributed(getattr(model, "optimizer", None)):
         raise ValueError("model must be compiled with hvdkit.keras.DistributedOptimizer(...) for fit_elastic, got "
                          f"optimizer {type(getattr(model, 'optimizer', None)).__name__}")
@@ -172,6 +189,6 @@ def fit_elastic(model: keras.Model, x: Any, y: Any, *, epochs: int, batch_size: 
         if isinstance(cb, EngineBridge):
             cb.set_model(model)  # registers hvdkit's core callbacks on the engine before train_begin
     try:
-        return loop.run(KerasElasticAdapter(model, x, y, callbacks, verbose))
+        return loop.run(KerasElasticAdapter(model, x, y, callbacks, verbose, validation_data))
     finally:
-        engine.dispatcher.callbacks.clear()  # the next fit registers the callbacks it is given
+        engine.dispatcher.clear()  # the next fit registers the callbacks it is given

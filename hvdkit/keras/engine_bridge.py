@@ -1,20 +1,18 @@
 """Keras hooks -> hvdkit's core Engine, and the Keras callback class for any core callback.
 
-Every hvdkit Keras callback wraps one framework-free core callback. All of them on one model share
+Every hvdkit Keras callback is a subclass of :class:`EngineBridge` wrapping one framework-free core
+callback, with the core class's constructor written out (``hvdkit.keras.callbacks``). All of them on one model share
 one :class:`~hvdkit.core.engine.Engine` (kept on the model), so warm-up and schedules multiply,
 checkpoints see every callback's state, and the bookkeeping (global step, LR application, metric
 averaging) happens once: the first hvdkit callback in ``fit``'s list drives the engine, the others
 only register their core callback. Under ``fit_elastic`` the elastic loop drives it.
-
-:func:`keras_callback` makes the Keras class from the core class, so the two never disagree on a
-constructor argument (``hvdkit.keras.callbacks`` is built this way).
+Validation inside ``fit`` (Keras's ``on_test_begin``/``on_test_end``) fires the engine's
+``EVAL_BEGIN``/``EVAL_END``.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import keras
 
@@ -27,6 +25,7 @@ from hvdkit.tensorflow.comm import HorovodComm
 _ENGINE_ATTR = "_hvdkit_engine"
 #: The ``logs`` argument of Keras callback hooks.
 KerasLogs = dict[str, Any] | None
+_Bridge = TypeVar("_Bridge", bound="EngineBridge")
 
 
 def engine_for(model: keras.Model) -> Engine:
@@ -50,6 +49,11 @@ def scalar_logs(logs: KerasLogs) -> dict[str, float]:
     return {k: s for k, v in (logs or {}).items() if (s := _scalar(v)) is not None}
 
 
+def val_logs(logs: KerasLogs) -> dict[str, float]:
+    """Keras's evaluation ``logs`` named as in the epoch logs (``loss`` -> ``val_loss``)."""
+    return {k if k.startswith("val_") else f"val_{k}": v for k, v in scalar_logs(logs).items()}
+
+
 class EngineBridge(keras.callbacks.Callback):
     """A Keras callback that runs one core callback on the model's shared engine.
 
@@ -64,6 +68,8 @@ class EngineBridge(keras.callbacks.Callback):
     """
 
     async_safe = True
+    #: The core callback class a subclass wraps.
+    core_class: ClassVar[type[Callback] | None] = None
 
     def __init__(self, core: Callback | None = None) -> None:
         super().__init__()
@@ -71,6 +77,15 @@ class EngineBridge(keras.callbacks.Callback):
         self._engine: Engine | None = None
         self._epoch_base = 0
         self._batches = 0
+
+    @classmethod
+    def from_core(cls: type[_Bridge], core: Callback) -> _Bridge:
+        """This Keras class around an already built core callback (what its classmethod constructors use)."""
+        if cls.core_class is not None and not isinstance(core, cls.core_class):
+            raise TypeError(f"{cls.__name__} wraps a {cls.core_class.__name__}, got {type(core).__name__}")
+        bridge = cls.__new__(cls)
+        EngineBridge.__init__(bridge, core)
+        return bridge
 
     def __getattr__(self, name: str) -> Any:
         core = self.__dict__.get("core")
@@ -108,7 +123,7 @@ class EngineBridge(keras.callbacks.Callback):
             engine.train_begin(int(self.params.get("epochs") or 0), steps_per_epoch=self.params.get("steps"))
         except BaseException:
             engine.driver = None
-            engine.dispatcher.callbacks.clear()
+            engine.dispatcher.clear()
             raise
 
     def on_epoch_begin(self, epoch: int, logs: KerasLogs = None) -> None:
@@ -152,6 +167,16 @@ class EngineBridge(keras.callbacks.Callback):
         if self.engine.state.stop_training:
             self.model.stop_training = True
 
+    def on_test_begin(self, logs: KerasLogs = None) -> None:
+        """Validation inside ``fit`` begins: the engine's ``EVAL_BEGIN``."""
+        if self._driving:
+            self.engine.eval_begin()
+
+    def on_test_end(self, logs: KerasLogs = None) -> None:
+        """Validation inside ``fit`` ended: its logs (as ``val_*``) and the engine's ``EVAL_END``."""
+        if self._driving:
+            self.engine.eval_end(val_logs(logs))
+
     def on_train_end(self, logs: KerasLogs = None) -> None:
         """End the engine's run."""
         if self._driving:
@@ -164,45 +189,5 @@ class EngineBridge(keras.callbacks.Callback):
         finally:
             self.engine.driver = None
             # The next fit registers the callbacks it is given; the state carries over.
-            self.engine.dispatcher.callbacks.clear()
+            self.engine.dispatcher.clear()
 
-
-def keras_callback(core_cls: type[Callback], doc: str | None = None) -> type[EngineBridge]:
-    """The Keras callback class for the core callback class ``core_cls``.
-
-    It takes the same constructor arguments (``inspect.signature`` shows them) and offers the same
-    classmethod constructors (``LearningRateSchedule.cosine(...)``), each returning the Keras class.
-    """
-    sig = inspect.signature(core_cls)
-
-    def __init__(self: EngineBridge, *args: Any, **kwargs: Any) -> None:
-        if len(args) == 1 and not kwargs and isinstance(args[0], core_cls):
-            core = args[0]  # an instance a classmethod constructor built
-        else:
-            core = core_cls(*args, **kwargs)
-        EngineBridge.__init__(self, core)
-
-    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    __init__.__signature__ = sig.replace(parameters=[self_param, *sig.parameters.values()])  # type: ignore[attr-defined]
-    namespace: dict[str, Any] = {
-        "__init__": __init__,
-        "__module__": "hvdkit.keras.callbacks",
-        "__qualname__": core_cls.__name__,
-        "__doc__": (doc or f"Keras ``model.fit`` callback running hvdkit's core "
-                    f":class:`{core_cls.__module__}.{core_cls.__name__}`.") + "\n\n" + (core_cls.__doc__ or ""),
-        "core_class": core_cls,
-    }
-    for name, attr in vars(core_cls).items():
-        if isinstance(attr, classmethod) and not name.startswith("_"):
-            namespace[name] = classmethod(_forwarding(core_cls, name))
-    return type(core_cls.__name__, (EngineBridge,), namespace)
-
-
-def _forwarding(core_cls: type[Callback], name: str) -> Any:
-    target = getattr(core_cls, name)
-
-    @functools.wraps(target)
-    def build(cls: type[EngineBridge], *args: Any, **kwargs: Any) -> EngineBridge:
-        return cls(target(*args, **kwargs))
-
-    return build

@@ -1,26 +1,64 @@
-"""Horovod 0.28.1's ``hvd.callbacks`` for Keras 3 (``import hvdkit.keras as hvd; hvd.callbacks.X``).
+"""Horovod 0.28.1's ``hvd.callbacks`` for Keras 3 (``import hvdkit.keras as hvd; hvd.callbacks.X``): the
+compat module behind those names (``hvdkit.keras.callbacks`` answers them from here).
 
 Horovod's own Keras callbacks fail on Keras 3 (``keras.backend.get_value`` is gone, optimizer
 wrapping breaks with ``'Variable' object has no attribute 'ref'``). These are hvdkit's core callbacks
-with Horovod's constructors (:mod:`hvdkit.callbacks.horovod_compat`), made Keras callbacks by
-:func:`~hvdkit.keras.engine_bridge.keras_callback`: they share one engine per model with hvdkit's own
-Keras callbacks, so Horovod's and hvdkit's callbacks can be mixed in one ``fit``.
+with Horovod's constructors (:mod:`hvdkit.callbacks.horovod_compat`, on hvdkit's one LR maths), as Keras
+callbacks: they share one engine per model with hvdkit's own Keras callbacks, so Horovod's and hvdkit's
+callbacks can be mixed in one ``fit``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hvdkit.callbacks import horovod_compat as core
-from hvdkit.keras.engine_bridge import keras_callback
+from hvdkit.keras.engine_bridge import EngineBridge
 
-BroadcastGlobalVariablesCallback = keras_callback(
-    core.BroadcastGlobalVariablesCallback, "Horovod's ``BroadcastGlobalVariablesCallback`` on Keras 3.")
-MetricAverageCallback = keras_callback(core.MetricAverageCallback, "Horovod's ``MetricAverageCallback`` on Keras 3.")
-LearningRateWarmupCallback = keras_callback(
-    core.LearningRateWarmupCallback, "Horovod's ``LearningRateWarmupCallback`` on Keras 3.")
-LearningRateScheduleCallback = keras_callback(
-    core.LearningRateScheduleCallback, "Horovod's ``LearningRateScheduleCallback`` on Keras 3.")
+
+class BroadcastGlobalVariablesCallback(EngineBridge):
+    """Horovod's ``BroadcastGlobalVariablesCallback`` on Keras 3: every rank starts from ``root_rank``'s model
+    and optimizer variables (:class:`hvdkit.callbacks.horovod_compat.BroadcastGlobalVariablesCallback`)."""
+
+    core_class = core.BroadcastGlobalVariablesCallback
+
+    def __init__(self, root_rank: int, device: str = "", local_variables: Any = None) -> None:
+        super().__init__(core.BroadcastGlobalVariablesCallback(root_rank, device, local_variables))
+
+
+class MetricAverageCallback(EngineBridge):
+    """Horovod's ``MetricAverageCallback`` on Keras 3: the epoch logs averaged over all ranks."""
+
+    core_class = core.MetricAverageCallback
+
+    def __init__(self, device: str = "") -> None:
+        super().__init__(core.MetricAverageCallback(device))
+
+
+class LearningRateWarmupCallback(EngineBridge):
+    """Horovod's ``LearningRateWarmupCallback`` on Keras 3
+    (:class:`hvdkit.callbacks.horovod_compat.LearningRateWarmupCallback`)."""
+
+    core_class = core.LearningRateWarmupCallback
+
+    def __init__(self, initial_lr: float, warmup_epochs: float = 5, momentum_correction: bool = True,
+                 steps_per_epoch: int | None = None, verbose: int = 0) -> None:
+        super().__init__(core.LearningRateWarmupCallback(initial_lr, warmup_epochs, momentum_correction,
+                                                         steps_per_epoch, verbose))
+
+
+class LearningRateScheduleCallback(EngineBridge):
+    """Horovod's ``LearningRateScheduleCallback`` on Keras 3
+    (:class:`hvdkit.callbacks.horovod_compat.LearningRateScheduleCallback`)."""
+
+    core_class = core.LearningRateScheduleCallback
+
+    def __init__(self, initial_lr: float, multiplier: float | Callable[[float], float], start_epoch: int = 0,
+                 end_epoch: int | None = None, staircase: bool = True, momentum_correction: bool = True,
+                 steps_per_epoch: int | None = None) -> None:
+        super().__init__(core.LearningRateScheduleCallback(initial_lr, multiplier, start_epoch, end_epoch, staircase,
+                                                           momentum_correction, steps_per_epoch))
 
 
 class BestModelCheckpoint:
@@ -33,10 +71,6 @@ class BestModelCheckpoint:
             "provide. Use keras.callbacks.ModelCheckpoint(path, save_best_only=True) on rank 0 only, or "
             "hvdkit.keras.callbacks.Checkpoint (rank 0 writes atomically; resumes).")
 
-
-for _cls in (BroadcastGlobalVariablesCallback, MetricAverageCallback, LearningRateWarmupCallback,
-             LearningRateScheduleCallback):
-    _cls.__module__ = __name__
 
 __horovod_all__ = ["BestModelCheckpoint", "BroadcastGlobalVariablesCallback", "LearningRateScheduleCallback",
                    "LearningRateWarmupCallback", "MetricAverageCallback"]

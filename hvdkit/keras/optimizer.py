@@ -61,7 +61,8 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, name: str | None
                          gradient_predivide_factor: float = 1.0, op: Any = "average",
                          backward_passes_per_step: int = 1, average_aggregated_gradients: bool = False,
                          num_groups: int = 0, groups: int | None = None, process_set: Any = None,
-                         scale_local_gradients: bool = True) -> keras.optimizers.Optimizer:
+                         scale_local_gradients: bool = True, *,
+                         accumulate_steps: int | None = None) -> keras.optimizers.Optimizer:
     """Return a copy of ``optimizer`` (same class, same config) whose updates use gradients
     averaged over all workers. Build the model with it before the first step.
 
@@ -74,6 +75,8 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, name: str | None
     as Horovod does; ``groups=k`` (or ``num_groups``) reduces the gradients in ``k`` grouped allreduces;
     ``process_set`` reduces over that Horovod process set. ``name`` names the optimizer.
     ``scale_local_gradients`` is accepted for Horovod's signature (hvdkit's optimizer has no local variables).
+    ``accumulate_steps`` is hvdkit's name for ``backward_passes_per_step`` (the one ``Trainer`` and
+    ``distribute`` use); this function is also Horovod's ``hvd.DistributedOptimizer``, so both are accepted.
 
     It behaves like the optimizer it wraps: ``learning_rate`` reads and sets the LR,
     Keras's ``LearningRateScheduler``/``ReduceLROnPlateau`` work, ``get_config()``
@@ -93,6 +96,12 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, name: str | None
                          "got one that already holds variables")
     compression, op = resolve_reduction(hvd, compression, op)
     check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)
+    if accumulate_steps is not None:
+        check_int("accumulate_steps", accumulate_steps, minimum=1)
+        if backward_passes_per_step not in (1, accumulate_steps):
+            raise ValueError(f"accumulate_steps={accumulate_steps} and backward_passes_per_step="
+                             f"{backward_passes_per_step} name one setting (hvdkit's and Horovod's spelling): pass one")
+        backward_passes_per_step = accumulate_steps
     check_number("gradient_predivide_factor", gradient_predivide_factor, minimum=0, strict_min=True)
     if gradient_predivide_factor != 1.0 and op != hvd.Average:
         raise ValueError(f"gradient_predivide_factor must be 1.0 with op other than Average, got "

@@ -27,7 +27,7 @@ from hvdkit.tensorflow.gradients import allreduce_gradients  # noqa: E402
 from hvdkit.tensorflow.runtime import init, local_rank, local_size, rank, size  # noqa: E402
 from hvdkit.tensorflow.variables import broadcast_variables, to_tf_variables  # noqa: E402
 
-__getattr__ = _export(globals(), _horovod_api, "horovod.tensorflow")  # Horovod's names; the rest falls through
+__getattr__ = _export(globals(), _horovod_api, "horovod.tensorflow")  # Horovod's names; others: AttributeError
 
 __all__ = ["DistributedGradientTape", "HorovodComm", "allreduce_gradients", "broadcast_variables", "init",
            "local_rank", "local_size", "rank", "shard", "size", "to_tf_variables"]

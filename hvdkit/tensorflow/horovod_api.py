@@ -90,6 +90,11 @@ class SyncBatchNormalization:
             "hvdkit.torch.SyncBatchNorm (Horovod's, which works).")
 
 
+#: Horovod internals that upstream's ``test_tensorflow.py`` reaches through ``hvd.``: provided, not public.
+__horovod_internal__ = ["_executing_eagerly", "util"]
+_executing_eagerly = _hvd._executing_eagerly
+util = _hvd.util
+
 #: Every Horovod name ``hvdkit.tensorflow`` provides (Horovod 0.28.1's ``horovod.tensorflow`` public API).
 __horovod_all__ = sorted([*_REEXPORTED, "DistributedGradientTape", "DistributedOptimizer", "HorovodInternalError",
                           "PartialDistributedGradientTape", "SyncBatchNormalization", "broadcast_",

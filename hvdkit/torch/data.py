@@ -1,4 +1,4 @@
-"""Data for PyTorch workers: this rank's shard, a per-epoch reshuffling sampler, an exact eval sampler.
+"""Data for PyTorch workers: this rank's shard, and its sampler (reshuffled per epoch, or exact for evaluation).
 
 ``shard`` is the same concept as ``hvdkit.keras.shard`` (one rule, :mod:`hvdkit.core.sharding`):
 every rank gets the same number of rows, so every rank runs the same number of steps.
@@ -15,8 +15,9 @@ import torch
 from torch.utils.data import Dataset, Sampler, Subset
 from torch.utils.data.distributed import DistributedSampler
 
+from hvdkit.core.deprecation import reject_unknown, renamed_kwarg, warn_renamed
 from hvdkit.core.sharding import check_rank, shard_indices
-from hvdkit.core.validation import check_int
+from hvdkit.core.validation import check_bool, check_int
 
 
 def _rank_size(rank: int | None, size: int | None) -> tuple[int, int]:
@@ -33,21 +34,25 @@ def _length(data: Any) -> int:
     return len(data) if isinstance(data, Sized) else 0
 
 
-def shard(data: Any, *, rank: int | None = None, size: int | None = None, drop_remainder: bool = False) -> Any:
+def shard(data: Any, *, rank: int | None = None, size: int | None = None, drop_last: bool = False,
+          **deprecated: Any) -> Any:
     """This rank's shard of ``data``: a ``Subset`` of a map-style ``Dataset``, or the rows of a tensor or
     NumPy array (or of each one in a tuple/list/dict of them, cut alike).
 
     Every rank gets ``ceil(n / size)`` rows (the last ranks' padded with the first rows), or
-    ``floor(n / size)`` with ``drop_remainder=True``, so every rank runs the same number of steps
+    ``floor(n / size)`` with ``drop_last=True``, so every rank runs the same number of steps
     (:mod:`hvdkit.core.sharding`). ``rank``/``size`` default to this worker's.
     """
+    drop_last = renamed_kwarg("shard", deprecated, "drop_remainder", "drop_last", drop_last, False)
+    reject_unknown("shard", deprecated)
+    check_bool("drop_last", drop_last)
     r, n = _rank_size(rank, size)
     if isinstance(data, (torch.Tensor, np.ndarray)) or (isinstance(data, (tuple, list, Mapping)) and data):
         rows = _length(data)
-        idx = shard_indices(rows, r, n, drop_remainder=drop_remainder)
+        idx = shard_indices(rows, r, n, drop_last=drop_last)
         return _take(data, idx, rows)
     if isinstance(data, Dataset) and isinstance(data, Sized):
-        return Subset(data, shard_indices(len(data), r, n, drop_remainder=drop_remainder))
+        return Subset(data, shard_indices(len(data), r, n, drop_last=drop_last))
     raise TypeError("data must be a map-style torch Dataset with a length, a tensor or NumPy array, or a "
                     f"tuple/list/dict of them, got {type(data).__name__} ({data!r:.60})")
 
@@ -64,21 +69,35 @@ def _take(data: Any, idx: list[int], rows: int) -> Any:
     return data[torch.as_tensor(idx)] if isinstance(data, torch.Tensor) else data[np.asarray(idx)]
 
 
-def shard_sampler(dataset: Dataset, *, shuffle: bool = True, seed: int = 0,
-                  drop_last: bool = False) -> DistributedSampler:
-    """A ``DistributedSampler`` over Horovod's world, reshuffled each epoch from one seed (call
-    ``set_epoch(e)``; the ``Trainer`` does). Every rank gets the same number of indices, as with ``shard``."""
+def shard_sampler(dataset: Dataset, *, shuffle: bool = True, seed: int = 0, drop_last: bool = False,
+                  for_eval: bool = False) -> Sampler[int]:
+    """This rank's sampler over ``dataset``, for a ``DataLoader(dataset, sampler=...)`` in a hand-written loop.
+
+    Training (default): a ``DistributedSampler`` over Horovod's world, reshuffled each epoch from one
+    ``seed`` (call ``set_epoch(e)``; the ``Trainer`` does). Every rank gets the same number of indices, as
+    with ``shard`` (padded, or cut with ``drop_last=True``).
+
+    ``for_eval=True``: disjoint, unpadded shards in order (rank ``r`` takes ``r, r + size, ...``), so sums
+    reduced over ranks count every sample once and give exact global metrics; ranks may then run one
+    batch more or fewer, which evaluation allows (no collective per batch). ``shuffle`` and ``drop_last``
+    do not apply to it.
+    """
     check_int("seed", seed)
+    check_bool("shuffle", shuffle)
+    check_bool("drop_last", drop_last)
+    if check_bool("for_eval", for_eval):
+        if shuffle is not True or drop_last:
+            raise ValueError("for_eval=True gives every sample once, in order: leave shuffle and drop_last at "
+                             f"their defaults, got shuffle={shuffle!r}, drop_last={drop_last!r}")
+        if not isinstance(dataset, Sized):
+            raise TypeError(f"dataset must have a length for for_eval=True, got {type(dataset).__name__}")
+        return _EvalShards(dataset)
     return DistributedSampler(dataset, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=shuffle, seed=seed,
                               drop_last=drop_last)
 
 
-class EvalShardSampler(Sampler[int]):
-    """Disjoint, unpadded shards for evaluation: rank r takes indices r, r+size, ...
-
-    No sample is counted twice, so sums reduced over ranks give exact global metrics (ranks may run
-    different numbers of batches: evaluation runs no collective per batch).
-    """
+class _EvalShards(Sampler[int]):
+    """Disjoint, unpadded shards for evaluation: rank r takes indices r, r+size, ..."""
 
     def __init__(self, dataset: Sized, rank: int | None = None, size: int | None = None) -> None:
         self.n = len(dataset)
@@ -89,3 +108,11 @@ class EvalShardSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return len(range(self.rank, self.n, self.size))
+
+
+class EvalShardSampler(_EvalShards):
+    """Deprecated: ``shard_sampler(dataset, for_eval=True)``."""
+
+    def __init__(self, dataset: Sized, rank: int | None = None, size: int | None = None) -> None:
+        warn_renamed("EvalShardSampler(dataset)", "shard_sampler(dataset, for_eval=True)")
+        super().__init__(dataset, rank, size)

@@ -9,6 +9,7 @@ import torch
 
 from hvdkit.core.collectives import horovod_reduction
 from hvdkit.core.comm import under_elastic_driver
+from hvdkit.core.deprecation import reject_unknown, renamed_kwarg
 from hvdkit.core.process_set import check_process_set
 from hvdkit.core.validation import check_int
 from hvdkit.torch.state_broadcast import broadcast_within
@@ -20,13 +21,16 @@ def is_distributed(optimizer: Any) -> bool:
 
 
 def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, compression: str = "none",
-               backward_passes_per_step: int = 1, op: str = "average", root_rank: int | None = None,
-               process_set: Any = None) -> torch.optim.Optimizer:
+               accumulate_steps: int = 1, op: str = "average", root_rank: int | None = None,
+               process_set: Any = None, **deprecated: Any) -> torch.optim.Optimizer:
     """Broadcast parameters and optimizer state from ``root_rank`` (default: rank 0); return Horovod's
     DistributedOptimizer.
 
     Gradients are averaged (``op="average"``) over workers by ring-allreduce as
     backward produces them; ``compression="fp16"`` halves the bytes on the wire.
+
+    ``accumulate_steps=k``: communicate and step once every ``k`` backward passes (Horovod's
+    ``backward_passes_per_step``, the name ``hvd.DistributedOptimizer`` keeps).
 
     ``process_set`` (a Horovod ``ProcessSet`` this rank belongs to; hybrid parallelism): the broadcast
     and the gradient averaging stay within that set; ``root_rank`` (a global rank) must be one of its
@@ -38,8 +42,11 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     if is_distributed(optimizer):
         raise ValueError("optimizer must be a plain torch optimizer, got one already wrapped by DistributedOptimizer")
+    accumulate_steps = renamed_kwarg("distribute", deprecated, "backward_passes_per_step", "accumulate_steps",
+                                     accumulate_steps, 1)
+    reject_unknown("distribute", deprecated)
     compressor, reduce_op = horovod_reduction(hvd, compression, op)
-    check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)
+    check_int("accumulate_steps", accumulate_steps, minimum=1)
     process_set = check_process_set(process_set)
     if root_rank is None:
         root_rank = 0 if process_set is None else min(process_set.ranks)
@@ -60,7 +67,7 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
         optimizer,
         named_parameters=model.named_parameters(),
         compression=compressor,
-        backward_passes_per_step=backward_passes_per_step,
+        backward_passes_per_step=accumulate_steps,
         op=reduce_op,
         **extra,
     )

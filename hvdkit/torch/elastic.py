@@ -3,7 +3,7 @@
 
 Horovod's own implementation works on today's PyTorch, so these are re-exported unchanged; see
 Horovod's elastic documentation for their contract. hvdkit's own elastic training is
-``Trainer.fit_elastic`` (built on the same ``TorchState``, in :mod:`hvdkit.torch.elastic_adapter`).
+:func:`hvdkit.torch.fit_elastic` (built on the same ``TorchState``, in :mod:`hvdkit.torch.elastic_adapter`).
 """
 
 from horovod.common.elastic import ObjectState, State

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from hvdkit.callbacks.progress import ProgressBar
 from hvdkit.core.callback import Callback
-from hvdkit.core.elastic.loop import ElasticLoop
+from hvdkit.core.deprecation import reject_unknown, renamed_kwarg, warn_renamed
 from hvdkit.core.engine import Engine
 from hvdkit.core.history import History
 from hvdkit.core.state import TrainState
@@ -24,9 +24,9 @@ from hvdkit.core.types import Logs
 from hvdkit.core.validation import check_bool, check_int
 from hvdkit.torch.batch_means import BatchMeans
 from hvdkit.torch.comm import HorovodComm
-from hvdkit.torch.data import EvalShardSampler, shard_sampler
+from hvdkit.torch.data import shard_sampler
 from hvdkit.torch.distribute import distribute, is_distributed
-from hvdkit.torch.elastic_adapter import TorchElasticAdapter
+from hvdkit.torch.elastic_adapter import fit_elastic
 from hvdkit.torch.ops import TorchOps
 from hvdkit.torch.precision import Precision
 
@@ -77,12 +77,12 @@ class Trainer:
         self.precision = Precision(precision, self.device)
         self.accumulate_steps = check_int("accumulate_steps", accumulate_steps, minimum=1)
         if not is_distributed(optimizer):
-            optimizer = distribute(model, optimizer, backward_passes_per_step=accumulate_steps)
-        passes = getattr(optimizer, "backward_passes_per_step", 1)
+            optimizer = distribute(model, optimizer, accumulate_steps=accumulate_steps)
+        passes = getattr(optimizer, "backward_passes_per_step", 1)  # Horovod's optimizer keeps its own name
         if passes != accumulate_steps:
             raise ValueError(f"accumulate_steps={accumulate_steps} needs an optimizer that communicates once every "
-                             f"{accumulate_steps} backward passes, got one distributed with backward_passes_per_step="
-                             f"{passes}; pass the plain optimizer, or distribute(..., backward_passes_per_step="
+                             f"{accumulate_steps} backward passes, got one distributed with accumulate_steps="
+                             f"{passes}; pass the plain optimizer, or distribute(..., accumulate_steps="
                              f"{accumulate_steps})")
         self.optimizer = optimizer
         self.loss_fn = loss_fn
@@ -119,7 +119,7 @@ class Trainer:
                                                                              drop_last=drop_last))
 
     def _val_problem(self, data: Any, batch_size: int | None) -> str | None:
-        """Why ``val_data`` cannot be evaluated (one forward pass on its first batch), or None.
+        """Why ``validation_data`` cannot be evaluated (one forward pass on its first batch), or None.
 
         Run before training, so a wrong validation set fails in seconds rather than after an epoch.
         """
@@ -127,15 +127,15 @@ class Trainer:
             loader = data
         elif isinstance(data, Dataset) and isinstance(data, Sized):
             if len(data) == 0:
-                return "val_data must hold at least one sample, got an empty Dataset"
+                return "validation_data must hold at least one sample, got an empty Dataset"
             if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-                return f"batch_size must be an integer >= 1 to evaluate val_data, got {batch_size!r}"
+                return f"batch_size must be an integer >= 1 to evaluate validation_data, got {batch_size!r}"
             loader = DataLoader(data, batch_size=batch_size)
         else:
-            return f"val_data must be a torch Dataset with a length or a DataLoader, got {type(data).__name__}"
+            return f"validation_data must be a torch Dataset with a length or a DataLoader, got {type(data).__name__}"
         batch = next(iter(loader), None)
         if batch is None:
-            return "val_data must give at least one batch, got none"
+            return "validation_data must give at least one batch, got none"
         training = self.model.training
         try:
             with torch.no_grad(), self.precision.autocast():
@@ -146,7 +146,7 @@ class Trainer:
                 for fn in self.metrics.values():
                     fn(out, y)
         except Exception as exc:  # the framework's own message, prefixed with what was being checked
-            return f"val_data does not fit the model, loss or metrics (first batch): {type(exc).__name__}: {exc}"
+            return f"validation_data does not fit the model, loss or metrics (first batch): {type(exc).__name__}: {exc}"
         finally:
             self.model.train(training)
         return None
@@ -155,13 +155,17 @@ class Trainer:
         x, y = batch
         return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
 
-    def fit(self, train_data: Any, epochs: int, *, batch_size: int | None = None, val_data: Any = None,
-            shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> History:
+    def fit(self, train_data: Any, epochs: int, *, batch_size: int | None = None, validation_data: Any = None,
+            shuffle: bool = True, seed: int = 0, drop_last: bool = False, **deprecated: Any) -> History:
         """Train for ``epochs`` epochs (continuing from a resumed checkpoint's epoch) and return the history.
 
         ``train_data``: a Dataset (sharded over ranks with ``batch_size`` per rank,
-        reshuffled each epoch from ``seed``) or a DataLoader the caller sharded.
+        reshuffled each epoch from ``seed``) or a DataLoader the caller sharded. ``validation_data`` is
+        evaluated after each epoch (exact over ranks, between ``on_eval_begin`` and ``on_eval_end``); its
+        results join the epoch's logs as ``val_<name>``.
         """
+        val_data = renamed_kwarg("fit", deprecated, "val_data", "validation_data", validation_data, None)
+        reject_unknown("fit", deprecated)
         check_int("epochs", epochs, minimum=1)
         loader = self._loader(train_data, batch_size, shuffle, seed, drop_last)
         sampler = getattr(loader, "sampler", None)
@@ -187,7 +191,7 @@ class Trainer:
                 engine.epoch_begin(epoch)
                 logs = self._train_batches(loader, engine.batch_begin, lambda i, step_logs: engine.batch_end(step_logs))
                 if val_data is not None:
-                    logs.update({f"val_{k}": v for k, v in self.evaluate(val_data, batch_size=batch_size).items()})
+                    logs = self._validate(val_data, batch_size, logs)
                 engine.epoch_end(logs)
                 if state.stop_training:
                     break
@@ -247,21 +251,15 @@ class Trainer:
         self.precision.backward(loss / k if k > 1 else loss)
         return loss, out
 
-    def fit_elastic(self, train_data: Any, epochs: int, *, batch_size: int, commit_every: int = 10,
-                    shuffle: bool = True, seed: int = 0) -> History:
-        """Train under Horovod's elastic driver (``horovodrun --min-np/--max-np``), surviving workers
-        that leave or join: the core's :class:`~hvdkit.core.elastic.loop.ElasticLoop` commits every
-        ``commit_every`` steps and at each epoch end, rolls back after a failure and re-deals the
-        rest of the epoch over the new workers. ``History.elastic`` holds its resets and recovery times."""
-        if self.accumulate_steps != 1:
-            raise ValueError(f"fit_elastic does not support accumulate_steps={self.accumulate_steps} yet (its "
-                             "commits count batches); use accumulate_steps=1 with a larger batch_size")
-        if not isinstance(train_data, Dataset) or not isinstance(train_data, Sized):
-            raise TypeError("train_data must be a map-style torch Dataset with a length for fit_elastic, got "
-                            f"{type(train_data).__name__}")
-        loop = ElasticLoop(self.engine, len(train_data), epochs=epochs, batch_size=batch_size,
-                           commit_every=commit_every, shuffle=shuffle, seed=seed)
-        return loop.run(TorchElasticAdapter(self.model, self.optimizer, train_data, batch_size, self._train_batches))
+    def _validate(self, data: Any, batch_size: int | None, logs: Mapping[str, float]) -> dict[str, float]:
+        """Evaluate ``data`` between ``on_eval_begin`` and ``on_eval_end``; ``logs`` plus ``val_*``."""
+        self.engine.eval_begin(logs)
+        return self.engine.eval_end({f"val_{k}": v for k, v in self.evaluate(data, batch_size=batch_size).items()})
+
+    def fit_elastic(self, train_data: Any, epochs: int, *, batch_size: int, **kwargs: Any) -> History:
+        """Deprecated: :func:`hvdkit.torch.fit_elastic` ``(trainer, train_data, epochs=..., batch_size=...)``."""
+        warn_renamed("Trainer.fit_elastic(...)", "hvdkit.torch.fit_elastic(trainer, ...)")
+        return fit_elastic(self, train_data, epochs=epochs, batch_size=batch_size, **kwargs)
 
     @torch.no_grad()
     def evaluate(self, data: Any, *, batch_size: int | None = None) -> dict[str, float]:
@@ -270,7 +268,7 @@ class Trainer:
             loader = data
         else:
             check_int("batch_size", batch_size, minimum=1)
-            loader = DataLoader(data, batch_size=batch_size, sampler=EvalShardSampler(data))
+            loader = DataLoader(data, batch_size=batch_size, sampler=shard_sampler(data, for_eval=True))
         self.model.eval()
         acc = self._means()
         for batch in loader:

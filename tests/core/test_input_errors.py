@@ -21,9 +21,10 @@ def run(case, folder=None):
 
 
 @pytest.mark.parametrize("case,message", [
-    ("val-wrong-shape", "val_data does not fit the model, loss or metrics (first batch): RuntimeError: mat1 and mat2"),
-    ("val-wrong-labels", "val_data does not fit the model, loss or metrics (first batch)"),
-    ("val-empty", "val_data must hold at least one sample, got an empty Dataset"),
+    ("val-wrong-shape",
+     "validation_data does not fit the model, loss or metrics (first batch): RuntimeError: mat1 and mat2"),
+    ("val-wrong-labels", "validation_data does not fit the model, loss or metrics (first batch)"),
+    ("val-empty", "validation_data must hold at least one sample, got an empty Dataset"),
     ("train-empty", "train_data must hold at least one sample, got an empty Dataset"),
     ("accumulate-too-few", "accumulate_steps=8 needs at least 8 batches per epoch, got 5"),
 ])
@@ -36,7 +37,7 @@ def test_bad_data_fails_before_the_first_step(case, message):
 def test_accumulate_steps_with_an_optimizer_distributed_for_other_passes_is_refused():
     out = run("accumulate-mismatch")
     assert ("ERROR ValueError: accumulate_steps=4 needs an optimizer that communicates once every 4 backward passes, "
-            "got one distributed with backward_passes_per_step=2") in out, out[-3000:]
+            "got one distributed with accumulate_steps=2") in out, out[-3000:]
 
 
 def test_a_second_fit_that_trains_nothing_says_so():

@@ -55,6 +55,10 @@ def test_backward_passes_per_step_uses_keras_gradient_accumulation(hk):
 
     opt = hk.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=4)
     assert opt.gradient_accumulation_steps == 4
+    # hvdkit's name for the same setting (this function is also Horovod's, so it takes both)
+    assert hk.DistributedOptimizer(keras.optimizers.SGD(0.1), accumulate_steps=4).gradient_accumulation_steps == 4
+    with pytest.raises(ValueError, match="accumulate_steps=4 and backward_passes_per_step=2 name one setting"):
+        hk.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=2, accumulate_steps=4)
 
 
 def test_bad_inputs(hk, tmp_path):
@@ -125,6 +129,10 @@ def test_fit_elastic_rejects_bad_input_before_any_collective(hk):
         hk.fit_elastic(model, x, y, epochs=1, batch_size=0)
     with pytest.raises(TypeError, match="arrays"):
         hk.fit_elastic(model, 3, y, epochs=1, batch_size=2)
+    with pytest.raises(ValueError, match=r"y must be the targets for x .*got None"):
+        hk.fit_elastic(model, x, epochs=1, batch_size=2)
+    with pytest.raises(ValueError, match=r"validation_data must be \(x_val, y_val\) .*got ndarray"):
+        hk.fit_elastic(model, x, y, epochs=1, batch_size=2, validation_data=x)
     unbuilt = keras.Sequential([keras.layers.Dense(3)])
     unbuilt.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
     with pytest.raises(ValueError, match="must be built"):
@@ -177,7 +185,7 @@ def test_shard_rejects_bad_ranks_and_non_data(hk):
     with pytest.raises(TypeError, match="data must be a NumPy array"):
         hk.shard("abc")
     assert hk.shard(np.arange(5), rank=1, size=2).tolist() == [1, 3, 0]  # padded: equal rows per rank
-    assert hk.shard(np.arange(5), rank=1, size=2, drop_remainder=True).tolist() == [1, 3]
+    assert hk.shard(np.arange(5), rank=1, size=2, drop_last=True).tolist() == [1, 3]
 
 
 def test_a_checkpoint_that_names_code_is_refused_in_keras(hk, tmp_path):

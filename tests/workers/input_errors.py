@@ -47,11 +47,14 @@ def trainer(*callbacks):
 
 try:
     if case == "val-wrong-shape":
-        trainer().fit(train, epochs=2, batch_size=8, val_data=TensorDataset(torch.randn(10, 7), torch.zeros(10).long()))
+        trainer().fit(train, epochs=2, batch_size=8,
+                      validation_data=TensorDataset(torch.randn(10, 7), torch.zeros(10).long()))
     elif case == "val-wrong-labels":
-        trainer().fit(train, epochs=2, batch_size=8, val_data=TensorDataset(torch.randn(10, 4), torch.full((10,), 5)))
+        trainer().fit(train, epochs=2, batch_size=8,
+                      validation_data=TensorDataset(torch.randn(10, 4), torch.full((10,), 5)))
     elif case == "val-empty":
-        trainer().fit(train, epochs=2, batch_size=8, val_data=TensorDataset(torch.randn(0, 4), torch.zeros(0).long()))
+        trainer().fit(train, epochs=2, batch_size=8,
+                      validation_data=TensorDataset(torch.randn(0, 4), torch.zeros(0).long()))
     elif case == "train-empty":
         trainer().fit(TensorDataset(torch.randn(0, 4), torch.zeros(0).long()), epochs=2, batch_size=8)
     elif case == "second-fit":
@@ -76,7 +79,7 @@ try:
                    accumulate_steps=8).fit(train, epochs=2, batch_size=8)
     elif case == "accumulate-mismatch":
         model = torch.nn.Linear(4, 2)
-        opt = hk.distribute(model, torch.optim.SGD(model.parameters(), lr=0.1), backward_passes_per_step=2)
+        opt = hk.distribute(model, torch.optim.SGD(model.parameters(), lr=0.1), accumulate_steps=2)
         hk.Trainer(model, opt, torch.nn.CrossEntropyLoss(), accumulate_steps=4)
     else:
         raise SystemExit(f"unknown case {case}")

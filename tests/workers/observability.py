@@ -28,7 +28,7 @@ if framework == "torch":
                          callbacks=[LearningRateWarmup(warmup_epochs=1), MetricAverage(),
                                     TensorBoard(log_dir, batch_every=2)])
     trainer.fit(TensorDataset(torch.from_numpy(rows), torch.from_numpy(labels)), epochs=2, batch_size=8,
-                val_data=TensorDataset(torch.from_numpy(rows[:32]), torch.from_numpy(labels[:32])))
+                validation_data=TensorDataset(torch.from_numpy(rows[:32]), torch.from_numpy(labels[:32])))
 else:
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import hvdkit.keras as hk

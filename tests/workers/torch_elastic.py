@@ -58,7 +58,7 @@ if ckpt:
 opt = torch.optim.SGD(model.parameters(), lr=args.lr * hk.size())
 trainer = hk.Trainer(model, opt, nn.CrossEntropyLoss(), callbacks=cbs)
 t0 = time.monotonic()
-hist = trainer.fit_elastic(data, epochs=args.epochs, batch_size=args.batch, commit_every=args.commit_every, seed=3)
+hist = hk.fit_elastic(trainer, data, epochs=args.epochs, batch_size=args.batch, commit_every=args.commit_every, seed=3)
 if hk.rank() == 0:
     protocol.summary(trainer.state, hist.elastic, hist.epochs_run,
                      None if not ckpt or not ckpt.restored else ckpt.restored.epoch, hist.history, t0)

@@ -1,7 +1,7 @@
 """Ranks with different data: each mode is one way a job used to wait forever (#13 item 1).
 
     torch-loader    each rank's own DataLoader: 51 batches on rank 0, 50 on rank 1
-    torch-val-rank0 val_data on rank 0 only
+    torch-val-rank0 validation_data on rank 0 only
     keras-uneven    each rank's own rows for model.fit: 51 batches against 50
     keras-shard     hk.shard((x, y)) of 201 rows: equal counts, trains to the end
 """
@@ -30,7 +30,7 @@ if mode.startswith("torch"):
         mine = TensorDataset(torch.from_numpy(rows[r::2]), torch.from_numpy(labels[r::2]))
         trainer.fit(DataLoader(mine, batch_size=2), epochs=2)
     else:
-        trainer.fit(data, epochs=2, batch_size=8, val_data=data if r == 0 else None)
+        trainer.fit(data, epochs=2, batch_size=8, validation_data=data if r == 0 else None)
 else:
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import hvdkit.keras as hk

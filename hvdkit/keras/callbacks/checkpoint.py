@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import keras
 
 from hvdkit import callbacks as core
-from hvdkit.keras.engine_bridge import engine_for, keras_callback
+from hvdkit.keras.engine_bridge import EngineBridge, engine_for
 
 
-class Checkpoint(keras_callback(core.Checkpoint)):  # type: ignore[misc]
-    """Rank 0 writes model, optimizer, counters and callback states atomically every ``every_n_epochs``
+class Checkpoint(EngineBridge):
+    """Keras ``model.fit`` callback running :class:`hvdkit.callbacks.Checkpoint` (same arguments).
+
+    Rank 0 writes model, optimizer, counters and callback states atomically every ``every_n_epochs``
     epochs (keep-N, checksummed); resume broadcasts the newest valid one.
 
     Keras fixes the first epoch when ``fit`` starts, so resume before it::
@@ -21,6 +26,15 @@ class Checkpoint(keras_callback(core.Checkpoint)):  # type: ignore[misc]
     checkpoint). Without it, a checkpoint found at ``fit``'s start raises a clear error before the
     first step instead of silently training the wrong epochs.
     """
+
+    core_class = core.Checkpoint
+    core: core.Checkpoint
+
+    def __init__(self, directory: str | os.PathLike[str], every_n_epochs: int = 1, keep: int = 3,
+                 resume: bool = True, trust_pickle: bool = False, async_save: bool = True,
+                 process_set: Any = None) -> None:
+        super().__init__(core.Checkpoint(directory, every_n_epochs, keep, resume, trust_pickle, async_save,
+                                         process_set))
 
     def resume_epoch(self, model: keras.Model) -> int:
         """Restore the newest valid checkpoint into ``model`` now; return the epoch to pass as
