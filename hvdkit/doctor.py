@@ -44,7 +44,7 @@ def _version(dist: str) -> str | None:
 
 
 def _horovod_build(report: Report) -> None:
-    """Ask Horovod's own build-info API (no framework import needed beyond Horovod's common lib)."""
+    """What Horovod was built with, asked of its own API in a subprocess."""
     code = (
         "import importlib, json\n"
         "r = {'frameworks': {}, 'controllers': {}, 'tensor_operations': {}, 'errors': {}}\n"

@@ -12,10 +12,8 @@
         spark = SparkSession.builder.master("local[2]").getOrCreate()
         results = hvdkit.spark.run(train, args=(3,), num_proc=2)   # one result per rank, rank order
 
-:func:`run` is ``horovod.spark.run`` (same arguments, same result) after three checks that would
-otherwise fail late or obscurely: ``num_proc``, an active ``SparkContext``, and, with MPI, a driver
-script that calls the run outside ``if __name__ == "__main__":``. Calling ``horovod.spark.run``
-directly works too. Needs ``pip install 'hvdkit[spark]'`` (pyspark, pyarrow, pandas).
+:func:`run` is ``horovod.spark.run`` after checks that would otherwise fail late or obscurely
+(``num_proc``, an active ``SparkContext``, the main guard with MPI). Needs ``pip install 'hvdkit[spark]'``.
 """
 
 from __future__ import annotations
@@ -51,10 +49,9 @@ def _is_main_guard(node: ast.stmt) -> bool:
 
 
 def unguarded_run_calls(source: str) -> list[int]:
-    """Lines where ``source`` starts ``horovod.spark.run`` (or ``run_elastic``, or :func:`run`), under any
-    import alias, when the module is imported: a module-level call outside ``if __name__ == "__main__":``,
-    to the run itself or to a module-level function that (directly or through others) calls it, as
-    ``def main(): ... run(...)`` followed by a bare ``main()`` does."""
+    """Lines where importing ``source`` would start ``horovod.spark.run`` (or ``run_elastic``, or
+    :func:`run`, under any alias): module-level calls outside the main guard, to the run or to a
+    module-level function that reaches it (``def main(): ... run(...)`` then a bare ``main()``)."""
     tree = ast.parse(source)
     aliases: dict[str, str] = {}  # local name -> what it was imported as
     for node in ast.walk(tree):
@@ -101,13 +98,9 @@ def unguarded_run_calls(source: str) -> list[int]:
 
 
 def check_main_guard(main_module: Any = None) -> None:
-    """Refuse a driver script that calls ``horovod.spark.run`` at module level.
-
-    With MPI, Horovod starts ``mpirun`` through a ``spawn`` multiprocessing context, which imports the
-    driver's ``__main__`` again in a new process: an unguarded script would start Spark and the job a
-    second time there, and multiprocessing stops that with an error about the "bootstrapping phase".
-    Only scripts are checked: notebooks and ``python -c`` have no file to import again.
-    """
+    """Refuse a driver script that calls ``horovod.spark.run`` at module level: with MPI, Horovod's
+    ``spawn`` process imports ``__main__`` again and would start the job twice. Only ``.py`` scripts
+    are checked (notebooks and ``python -c`` are not imported again)."""
     main_module = main_module if main_module is not None else sys.modules.get("__main__")
     path = getattr(main_module, "__file__", None)
     if not path or Path(path).suffix != ".py" or not Path(path).is_file():
@@ -137,9 +130,8 @@ def _uses_mpi(use_mpi: bool | None, use_gloo: bool | None) -> bool:
 def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
         num_proc: int | None = None, *, use_mpi: bool | None = None, use_gloo: bool | None = None,
         **horovod_kwargs: Any) -> list[Any]:
-    """``horovod.spark.run(fn, args, kwargs, num_proc, ...)``: ``fn``'s return value on every rank, in rank
-    order. ``horovod_kwargs`` go to Horovod unchanged (``start_timeout``, ``env``, ``extra_mpi_args``,
-    ``stdout``, ``verbose``...). Raises before any Spark job starts when an input is wrong."""
+    """``horovod.spark.run``: ``fn``'s return value on every rank, in rank order; ``horovod_kwargs`` go to
+    Horovod unchanged. Raises before any Spark job starts when an input is wrong."""
     if not callable(fn):
         raise TypeError(f"fn must be a function to run on every rank, got {fn!r}")
     if num_proc is not None and (isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc < 1):
@@ -165,9 +157,8 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Mapping[str, A
         check_main_guard()
     import horovod.spark
 
-    # Horovod's exception names only the failing process and its exit code; its traceback is in the ranks'
-    # stderr, which (with Gloo) stays in the executors' logs unless a stream is given. Forward it here and
-    # keep its tail for the exception.
+    # Horovod's exception names only the failing process; the traceback is in the ranks' stderr (with Gloo,
+    # in the executors' logs unless a stream is given): forward it and keep its tail for the exception.
     stderr = _Tail(horovod_kwargs.pop("stderr", None) or sys.stderr)
     try:
         return horovod.spark.run(fn, args=tuple(args), kwargs=dict(kwargs or {}), num_proc=num_proc,
@@ -207,8 +198,8 @@ class _Tail(io.TextIOBase):
         self.flush()  # Horovod closes the streams it was given; the target is not ours to close
 
     def first_error(self, most: int = 40) -> str | None:
-        """The first Python traceback in the kept lines (its last ``most`` lines), or None. The first: the
-        rank that failed first prints first, and the others' tracebacks follow from losing it."""
+        """The first Python traceback in the kept lines (its last ``most`` lines), or None: the first
+        rank to fail prints first, and the others fail from losing it."""
         with self._lock:
             lines = [*self.lines, self._partial]
         starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]

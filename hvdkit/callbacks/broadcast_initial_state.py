@@ -11,22 +11,13 @@ from hvdkit.core.validation import check_int
 
 
 class BroadcastInitialState(Callback):
-    """At ``on_train_begin``, after a checkpoint restore, broadcast model and optimizer state from
-    ``root_rank`` (through the adapter's ``FrameworkOps.broadcast_state``).
+    """At ``on_train_begin``, after a checkpoint restore, broadcast model and optimizer state (slots
+    created first) from ``root_rank``, so the first step starts from its weights. A model with no
+    variables yet (built by its first step) is broadcast before the second step.
 
-    Unlike Horovod's ``BroadcastGlobalVariablesCallback`` (which broadcasts after the first batch),
-    the optimizer's slots are created first, so even the first step starts from rank 0's weights.
-    Under elastic training it does nothing: the elastic state's first sync broadcasts everything,
-    and a collective here would make a worker that joins later wait in a broadcast nobody else is
-    in (horovod#2652). PyTorch's ``distribute`` (and so the ``Trainer``) already broadcasts.
-
-    A model that has no variables yet when training begins (a Keras ``Sequential`` without an input
-    shape is built by its first step) is broadcast before the second step instead, as soon as
-    ``FrameworkOps.broadcast_state`` can do it (Horovod's callback broadcasts after the first batch).
-
-    With ``process_set=`` (a Horovod ``ProcessSet`` this rank belongs to; hybrid parallelism) the
-    broadcast stays within the set, from its ``root_rank``-th member (a rank within the set, as for
-    ``MetricAverage`` and ``Checkpoint``).
+    Does nothing under elastic training: the first sync broadcasts, and a collective here would make a
+    late joiner wait alone (horovod#2652). PyTorch's ``distribute`` already broadcasts. With
+    ``process_set=`` the broadcast stays within the set, from its ``root_rank``-th member.
     """
 
     order = -50  # after a checkpoint restore, before anything reads the weights

@@ -24,29 +24,20 @@ log = logging.getLogger("hvdkit")
 class Checkpoint(Callback):
     """Save model, optimizer, counters, callback states and RNG every ``every_n_epochs`` epochs.
 
-    With ``resume=True``, training starts from the newest checkpoint (the last written) whose checksum
-    verifies: rank 0 reads it once and broadcasts it to every rank, and the run goes on under that
-    checkpoint's run identity. A checkpoint written by a different number of workers is resumed with
-    the LR rescaled by the linear scaling rule (a warning says so). With ``resume=False`` the folder must
-    hold no other run's checkpoints: a fresh run never mixes its checkpoints with another's.
+    With ``resume=True`` training starts from the newest checkpoint whose checksum verifies: rank 0
+    reads it and broadcasts it, and the run keeps that checkpoint's run identity; a different world
+    size rescales the LR by the linear scaling rule. With ``resume=False`` the folder must hold no
+    other run's checkpoints.
 
-    With ``async_save=True`` (the default) a save costs the training thread only a copy of the state in
-    host memory; the durable write (serialise, checksum, fsync, atomic rename) runs on a background
-    thread, at most one at a time, with the same crash guarantees. A failed background write is raised
-    at the next save or when training ends, naming the file. ``async_save=False`` writes before
-    returning, as older versions did.
+    ``async_save=True``: the training thread only copies the state to host memory; the durable write
+    runs on a background thread (one at a time), and its error is raised at the next save or at the
+    end of training. Before the first step rank 0 checks the folder is writable and removes dead
+    writers' temporary files. The format (safetensors plus JSON, no pickle) is docs/checkpoint-format.md;
+    a format-3 folder is refused with the ``hvdkit checkpoint convert DIR`` command. ``trust_pickle``
+    has no effect, kept for compatibility.
 
-    Before the first step, rank 0 checks that the folder can be written, and removes temporary files
-    that writers which died left behind. Checkpoints are safetensors (tensors, arrays) plus JSON
-    (everything else; docs/checkpoint-format.md), so loading never runs code from the folder. A folder
-    whose newest checkpoint an older hvdkit wrote (format 3) is refused before training with the command
-    that converts it, ``hvdkit checkpoint convert DIR``. ``trust_pickle`` is accepted for compatibility
-    and has no effect (nothing is pickled); the converter has ``--trust-pickle`` for pickled format-3
-    checkpoints.
-
-    With ``process_set=`` (a Horovod ``ProcessSet`` this rank belongs to) the set's first rank writes
-    and reads, and resuming broadcasts within the set only: in hybrid parallelism each pipeline stage
-    gives its own folder and its data-parallel set (``Checkpoint(f"ckpt/stage{s}", process_set=dp_set)``).
+    ``process_set=``: the set's first rank writes and reads, and resuming broadcasts within the set
+    (hybrid parallelism: ``Checkpoint(f"ckpt/stage{s}", process_set=dp_set)``).
     """
 
     order = -100  # restore before any callback reads the state
@@ -94,9 +85,8 @@ class Checkpoint(Callback):
 
     # -- saving ---------------------------------------------------------------
     def snapshot(self, state: TrainState) -> Snapshot:
-        """Model, optimizer and RNG state, counters and every callback's state (the world size the
-        LR is scaled for goes into the manifest): a copy that training can no longer change (the
-        framework's part staged: ``FrameworkOps.capture_staged``, written once, then dropped)."""
+        """Model, optimizer and RNG state, counters and callback states: a copy training cannot change
+        (the framework's part through ``FrameworkOps.capture_staged``)."""
         return {
             "framework": state.ops.capture_staged(),
             "counters": copy.deepcopy(state.counters()),
@@ -181,12 +171,9 @@ class Checkpoint(Callback):
         return ("fresh",)
 
     def load_latest(self, state: TrainState) -> Manifest | None:
-        """Rank 0 prepares the folder and reads the newest valid checkpoint, every rank gets it (or the
-        problem, raised on every rank before training); returns its manifest.
-
-        Under elastic training (``state.elastic``) only rank 0 loads, with no collective: the elastic
-        state's first sync hands everything to the other workers, and a worker that joins later never
-        waits in a broadcast that nobody else is in (horovod#2652).
+        """Rank 0 prepares the folder and reads the newest valid checkpoint; every rank gets it (or the
+        problem, raised on every rank); returns its manifest. Under elastic training only rank 0 loads,
+        with no collective: the first sync hands it on, and a late joiner never waits alone (horovod#2652).
         """
         self._writer.wait()  # a save still in flight is part of what may be resumed
         comm = self._comm(state)

@@ -1,19 +1,12 @@
 """Horovod 0.28.1's Keras callbacks (``hvd.callbacks.*``) as core callbacks on hvdkit's engine.
 
-Horovod's constructors and semantics on hvdkit's one implementation of broadcast, metric averaging,
-warm-up and schedules (no second copy of the maths). ``hvdkit.keras.callbacks`` turns them into Keras
-callbacks (:mod:`hvdkit.keras.horovod_callbacks`). Differences from Horovod:
-
-- ``BroadcastGlobalVariablesCallback`` broadcasts when training begins (before the first step) when
-  the model is built, else before the second step (Horovod: after the first batch). ``device`` is
-  accepted and has no effect (Horovod places the ops).
-- The LR callbacks follow Horovod's: while the epoch is in a callback's ``[start_epoch, end_epoch)``
-  range it sets the LR to ``initial_lr * multiplier(epoch)`` and otherwise leaves it alone, so the
-  last callback in range wins and an LR stays after its range ends. They do it through the engine,
-  which owns the LR: they all write one shared factor (:data:`~hvdkit.core.state.SET_LR_SLOT`) on top
-  of the target LR ``initial_lr``, which the linear scaling rule rescales when an elastic run changes
-  size. Momentum correction scales SGD's velocity by ``new_lr / old_lr`` (Horovod scales the
-  momentum for that one step: the same update).
+Horovod's constructors and semantics on hvdkit's broadcast, metric averaging, warm-up and schedules;
+:mod:`hvdkit.keras.horovod_callbacks` makes them Keras callbacks. Differences from Horovod:
+``BroadcastGlobalVariablesCallback`` broadcasts before the first step when the model is built (else
+before the second), and ``device`` has no effect. The LR callbacks set the LR through the engine, as
+one shared factor (:data:`~hvdkit.core.state.SET_LR_SLOT`) on the target LR ``initial_lr``, so an
+elastic resize rescales it; momentum correction scales SGD's velocity by ``new_lr / old_lr`` (the same
+update as Horovod's one-step momentum change).
 """
 
 from __future__ import annotations
@@ -51,10 +44,9 @@ class MetricAverageCallback(MetricAverage):
 
 
 class _HorovodLr(Callback):
-    """Horovod's ``LearningRateScheduleCallbackImpl`` on hvdkit's engine. While ``start_epoch <= epoch <
-    end_epoch`` it writes the shared :data:`~hvdkit.core.state.SET_LR_SLOT` factor so that the engine sets
-    ``initial_lr * multiplier``: the engine's target LR is the ``initial_lr`` of the last Horovod LR callback
-    (set when training starts), so the factor is ``multiplier * initial_lr / that initial_lr``."""
+    """Horovod's ``LearningRateScheduleCallbackImpl``: in ``[start_epoch, end_epoch)`` the LR is
+    ``initial_lr * multiplier``, written as a factor on the engine's target LR (the last Horovod LR
+    callback's ``initial_lr``); outside it the LR is left alone, so the last callback in range wins."""
 
     order = LearningRateSchedule.order
 
@@ -125,12 +117,9 @@ class _HorovodLr(Callback):
 
 
 class LearningRateScheduleCallback(_HorovodLr):
-    """Horovod's ``LearningRateScheduleCallback(initial_lr, multiplier, start_epoch=0, end_epoch=None,
-    staircase=True, momentum_correction=True, steps_per_epoch=None)``: while ``start_epoch <= epoch <
-    end_epoch`` the LR is ``initial_lr * multiplier(epoch)`` (a number ``m`` means ``m ** (epoch -
-    start_epoch)``), set at each epoch's first batch, or every batch with the epoch fractional
-    (``epoch + batch / steps_per_epoch``) when not ``staircase``. Outside its range it leaves the LR alone:
-    with several schedules the last one in range wins, and the LR keeps its value after a range ends."""
+    """Horovod's ``LearningRateScheduleCallback``: in range the LR is ``initial_lr * multiplier(epoch)``
+    (a number ``m`` means ``m ** (epoch - start_epoch)``), set at each epoch's first batch, or every
+    batch with a fractional epoch when not ``staircase``."""
 
     def __init__(self, initial_lr: float, multiplier: float | Callable[[float], float], start_epoch: int = 0,
                  end_epoch: int | None = None, staircase: bool = True, momentum_correction: bool = True,
@@ -148,12 +137,9 @@ class LearningRateScheduleCallback(_HorovodLr):
 
 
 class LearningRateWarmupCallback(_HorovodLr):
-    """Horovod's ``LearningRateWarmupCallback(initial_lr, warmup_epochs=5, momentum_correction=True,
-    steps_per_epoch=None, verbose=0)``: a schedule over epochs ``[0, warmup_epochs)``, set every batch: at epoch
-    ``e``, batch ``b`` the LR is ``initial_lr / n * ((e + (b + 1) / S) * (n - 1) / warmup_epochs + 1)``
-    (:func:`hvdkit.core.lr.linear_warmup_factor` of ``(e + (b + 1) / S) / warmup_epochs``), reaching
-    ``initial_lr`` at the warm-up's last step. As in Horovod, a fractional ``warmup_epochs`` runs the formula
-    to the end of its last, partial epoch (past ``initial_lr``)."""
+    """Horovod's ``LearningRateWarmupCallback``: over epochs ``[0, warmup_epochs)``, every batch, the LR is
+    ``initial_lr / n * ((e + (b + 1) / S) * (n - 1) / warmup_epochs + 1)``, reaching ``initial_lr`` at the
+    last step (a fractional ``warmup_epochs`` runs to the end of its partial epoch, as in Horovod)."""
 
     def __init__(self, initial_lr: float, warmup_epochs: float = 5, momentum_correction: bool = True,
                  steps_per_epoch: int | None = None, verbose: int = 0) -> None:

@@ -12,17 +12,9 @@ from hvdkit.core.validation import check_callable, check_choice, check_number
 
 
 class LearningRateSchedule(Callback):
-    """Multiply the target LR by a schedule of the fractional epoch, every batch.
-
-    Build it with one of the constructors:
-
-    - ``LearningRateSchedule.step_decay(milestones=[30, 60], gamma=0.1)``
-    - ``LearningRateSchedule.cosine(end_epoch=90, start_epoch=5, min_factor=0.0)``
-    - ``LearningRateSchedule(lambda epoch: 0.5 ** (epoch // 10))`` (a multiplier)
-
-    It composes with :class:`LearningRateWarmup` (the factors multiply), so a
-    schedule that starts at 1 continues smoothly after warm-up.
-    """
+    """Multiply the target LR by a schedule of the fractional epoch, every batch:
+    ``LearningRateSchedule.step_decay([30, 60], gamma=0.1)``, ``.cosine(end_epoch=90, start_epoch=5)``, or
+    ``LearningRateSchedule(lambda epoch: 0.5 ** (epoch // 10))``. Its factor multiplies warm-up's."""
 
     order = -10
 

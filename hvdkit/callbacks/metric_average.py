@@ -10,15 +10,10 @@ from hvdkit.core.state import TrainState
 
 
 class MetricAverage(Callback):
-    """At each epoch end, replace every scalar metric by its mean over the ranks.
+    """At each epoch end, replace every scalar metric by its mean over the ranks (of ``process_set``).
 
-    One allgather of every rank's metrics (not an allreduce): ranks whose logs hold different metric
-    names (validation data on some ranks only, a metric computed on one rank) would otherwise submit
-    differently named tensors and wait for each other forever; here every rank raises a ValueError
-    naming what each rank has.
-
-    With ``process_set=`` (a Horovod ``ProcessSet`` this rank belongs to) the mean is over that set's
-    ranks only: in hybrid parallelism each pipeline stage averages its own metrics over its replicas.
+    An allgather, not an allreduce: ranks that logged different metrics would wait for each other's
+    tensors forever; here every rank raises a ValueError naming what each rank has.
     """
 
     order = 50  # after callbacks that add metrics, before loggers

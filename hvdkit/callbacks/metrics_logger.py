@@ -14,13 +14,9 @@ from hvdkit.core.validation import check_choice
 
 
 class MetricsLogger(Callback):
-    """Append one row per epoch (epoch, global step, every metric) to ``path``.
-
-    The format follows the suffix (``.csv`` or ``.jsonl``) unless ``fmt`` says.
-    Existing rows are never truncated: a resumed run appends after them. Each row
-    is flushed and fsynced, so a crash loses at most the row being written.
-    ``path="-"`` prints one readable line per epoch to standard output instead.
-    """
+    """Append one row per epoch (epoch, global step, every metric) to ``path``, fsynced, never truncating
+    (a resumed run appends). The format follows the suffix (``.csv``/``.jsonl``) unless ``fmt`` says;
+    ``path="-"`` prints a line per epoch instead."""
 
     order = 200
 

@@ -1,16 +1,10 @@
 """Horovod 0.28.1's ``horovod.tensorflow.keras`` API on Keras 3, for ``import hvdkit.keras as hvd`` (or
 ``import hvdkit.tensorflow.keras as hvd``) in a Horovod script.
 
-Horovod's Keras layer fails on Keras 3 (horovod/horovod#4290). Its collectives on values
-(``allreduce``, ``allgather``, ``broadcast``, ``reducescatter``) and its queries still work and are
-re-exported; what touches the model or optimizer is hvdkit's, with Horovod's signature and semantics:
-
-- ``DistributedOptimizer``: :func:`hvdkit.keras.optimizer.DistributedOptimizer`;
-- ``callbacks``: :mod:`hvdkit.keras.callbacks` (Horovod's names from :mod:`hvdkit.keras.horovod_callbacks`);
-- ``load_model``: below; ``elastic``: :mod:`hvdkit.keras.elastic`;
-- ``init(comm=None, process_sets=None)``: :func:`hvdkit.tensorflow.runtime.init`.
-
-These names are ``hvdkit.keras.__horovod_all__``; hvdkit's own are ``hvdkit.keras.__all__``.
+Horovod's Keras layer fails on Keras 3 (horovod/horovod#4290). Its collectives on values and its
+queries are re-exported; what touches the model or optimizer (``DistributedOptimizer``, ``callbacks``,
+``load_model``, ``elastic``, ``init``) is hvdkit's, with Horovod's signature and semantics. These names
+are ``hvdkit.keras.__horovod_all__``; hvdkit's own are ``hvdkit.keras.__all__``.
 """
 
 from __future__ import annotations
@@ -40,11 +34,7 @@ globals().update({_name: getattr(_hvd_keras, _name) for _name in _REEXPORTED})
 def load_model(filepath: Any, custom_optimizers: Any = None, custom_objects: Any = None,
                compression: Any = _hvd_keras.Compression.none, legacy_opts: bool = False) -> keras.Model:
     """Horovod's ``load_model``: load a Keras model and wrap its optimizer in :func:`DistributedOptimizer`
-    (with ``compression``), keeping the optimizer's saved state (iterations, slots).
-
-    ``custom_optimizers`` are optimizer classes the file may name; ``custom_objects`` as for
-    ``keras.models.load_model``. ``legacy_opts`` (tf_keras's legacy optimizers) is not supported on Keras 3.
-    """
+    (with ``compression``), keeping its saved state. ``legacy_opts`` is not supported on Keras 3."""
     if legacy_opts:
         raise ValueError("legacy_opts=True loads tf_keras's legacy optimizers, which Keras 3 does not have; "
                          "save and load the model with Keras 3 optimizers (legacy_opts=False)")

@@ -1,15 +1,10 @@
 """Keras 3 mixed precision under Horovod: a loss-scale optimizer whose skipped steps every rank agrees on.
 
-``keras.mixed_precision.set_global_policy("mixed_bfloat16")`` needs nothing more. ``"mixed_float16"``
-scales the loss (Keras's ``LossScaleOptimizer``), and that optimizer decides per rank whether the
-gradients are finite and applies them (the inner optimizer's allreduce included) only if so. Alone, a
-rank whose gradients overflowed would skip the allreduce the others wait in. hvdkit's
-:class:`LossScaleOptimizer` allreduces the "some gradient is not finite" flag (max) before that
-decision, so every rank skips the same steps and halves its scale alike.
-
-:func:`hvdkit.keras.DistributedOptimizer` returns one of these for a ``keras.optimizers.LossScaleOptimizer``,
-and for any optimizer while the global policy is ``mixed_float16`` (so ``model.compile`` keeps it instead
-of wrapping Keras's own)::
+``"mixed_bfloat16"`` needs nothing more. Under ``"mixed_float16"`` Keras's ``LossScaleOptimizer``
+decides per rank whether to apply the gradients, so a rank that overflowed would skip the allreduce
+the others wait in; hvdkit's :class:`LossScaleOptimizer` allreduces the overflow flag (max) first.
+:func:`hvdkit.keras.DistributedOptimizer` returns one for a ``LossScaleOptimizer`` and for any optimizer
+while the global policy is ``mixed_float16``::
 
     keras.mixed_precision.set_global_policy("mixed_float16")
     model = build_model()
@@ -31,11 +26,7 @@ _KerasLSO = keras.optimizers.LossScaleOptimizer
 
 class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     """Keras's ``LossScaleOptimizer`` whose finite-gradients check is agreed over all Horovod ranks.
-
-    ``inner_optimizer`` must average gradients over workers (one :func:`hvdkit.keras.DistributedOptimizer`
-    returned); it runs only on steps every rank found finite, so its allreduce always has every rank.
-    Saved models record Keras's own ``LossScaleOptimizer`` and load without hvdkit.
-    """
+    ``inner_optimizer`` must come from :func:`hvdkit.keras.DistributedOptimizer`."""
 
     _hvdkit_distributed = True
 
@@ -62,13 +53,9 @@ LossScaleOptimizer.__module__ = _KerasLSO.__module__
 
 
 def agreed_loss_scaling(optimizer: keras.optimizers.Optimizer, distribute: Any) -> keras.optimizers.Optimizer | None:
-    """What ``DistributedOptimizer(optimizer)`` returns when loss scaling is involved, else None.
-
-    ``distribute`` wraps a plain optimizer (``DistributedOptimizer`` itself). A Keras
-    ``LossScaleOptimizer`` becomes hvdkit's, around its distributed inner optimizer, with the same scale
-    settings (an inner optimizer already distributed is kept); any other optimizer gets one while the
-    global dtype policy is ``mixed_float16``.
-    """
+    """What ``DistributedOptimizer(optimizer)`` returns when loss scaling is involved, else None
+    (``distribute`` wraps a plain optimizer). Keras's ``LossScaleOptimizer`` becomes hvdkit's with the
+    same settings; any other optimizer gets one while the global policy is ``mixed_float16``."""
     if isinstance(optimizer, _KerasLSO):
         inner = optimizer.inner_optimizer
         if not getattr(inner, "_hvdkit_distributed", False):

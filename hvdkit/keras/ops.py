@@ -19,8 +19,7 @@ def _inner(optimizer: keras.optimizers.Optimizer) -> keras.optimizers.Optimizer:
 
 
 class KerasOps:
-    """Reads and sets the compiled optimizer's LR and momentum, and captures/restores model, optimizer
-    and RNG state for checkpoints."""
+    """LR and momentum of the compiled optimizer; model, optimizer and RNG state for checkpoints."""
 
     name = "keras"
 
@@ -94,10 +93,8 @@ class KerasOps:
             restore_host_rng(rng)
 
     def broadcast_state(self, root_rank: int, process_set: Any = None) -> bool:
-        """Every rank (or every member of ``process_set``) gets ``root_rank``'s model and optimizer
-        variables (the optimizer is built first, so its slots are broadcast too). False, broadcasting
-        nothing, while the model has no variables (a ``Sequential`` without an input shape before its
-        first step)."""
+        """Every rank (or member of ``process_set``) gets ``root_rank``'s model and optimizer variables
+        (slots included); False while the model has no variables yet (before a lazy model's first step)."""
         if not self.model.built or not self.model.variables:
             return False
         self.ensure_built()
@@ -112,6 +109,5 @@ class KerasOps:
         return tree, numpy_payload(arrays)
 
     def loads(self, tree: Any, data: bytes) -> Any:
-        """Rebuild what :meth:`dump` gave from the JSON tree and the safetensors file's bytes; builds only
-        plain data and numeric arrays, never code from the file."""
+        """Rebuild what :meth:`dump` gave (plain data and arrays only, never code from the file)."""
         return join(tree, load_numpy(data))

@@ -1,11 +1,8 @@
 """A Keras 3 batch-normalisation layer whose training statistics cover every Horovod worker's batch.
 
-Horovod's ``horovod.tensorflow.SyncBatchNormalization`` is a tf.keras 2 layer and fails on Keras 3
-(upstream test ``test_horovod_syncbn_cpu``). This one subclasses ``keras.layers.BatchNormalization`` and
-changes only how the batch moments are computed: each worker sums its inputs, squared inputs and sample
-count per channel (masked entries left out), one allreduce (sum) adds them up, and mean and variance
-follow. Horovod's allreduce has a gradient (an allreduce of the gradients), so the gradients are those
-of one worker holding the whole batch.
+Horovod's ``SyncBatchNormalization`` is a tf.keras 2 layer and fails on Keras 3. This one changes only
+the batch moments of ``keras.layers.BatchNormalization``: one (differentiable) allreduce sums every
+worker's per-channel sums, squared sums and counts, masked entries left out.
 
     x = hk.SyncBatchNormalization()(x)       # where keras.layers.BatchNormalization() was
 """
@@ -23,12 +20,8 @@ from hvdkit.core.comm import under_elastic_driver
 
 @keras.saving.register_keras_serializable(package="hvdkit")
 class SyncBatchNormalization(keras.layers.BatchNormalization):
-    """``keras.layers.BatchNormalization`` with batch statistics over all Horovod workers while training.
-
-    Same arguments as the Keras layer (``synchronized`` is for ``tf.distribute`` and must stay False).
-    With one worker it is the Keras layer. The moving variance is updated with the biased variance of the
-    global batch, as Keras does.
-    """
+    """``keras.layers.BatchNormalization`` with batch statistics over all Horovod workers while training
+    (``synchronized`` is for ``tf.distribute`` and must stay False)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if kwargs.get("synchronized"):

@@ -1,12 +1,9 @@
 """Horovod's ``horovod.tensorflow.elastic`` names, as ``hvdkit.tensorflow.elastic`` (``hvd.elastic.run``,
 ``hvd.elastic.ObjectState``, ``hvd.elastic.TensorFlowState``).
 
-``ObjectState`` and ``TensorFlowState`` (tf.Variables) are Horovod's own, re-exported. ``run`` is
-hvdkit's (:func:`hvdkit.tensorflow.elastic_run.run`): Horovod's counts an error as a worker failure
-only by op type names that hvdkit's named ops and Gloo's own errors do not carry, and returns ``None``
-for any other error; hvdkit's recognises those and raises the rest.
-``TensorFlowKerasState`` is hvdkit's Keras 3 state (:class:`hvdkit.keras.elastic.KerasState`):
-Horovod's is built on ``horovod.tensorflow.keras``, which fails on Keras 3.
+``ObjectState`` and ``TensorFlowState`` are Horovod's own. ``run`` is
+:func:`hvdkit.tensorflow.elastic_run.run`, and ``TensorFlowKerasState`` is
+:class:`hvdkit.keras.elastic.KerasState` (Horovod's fails on Keras 3).
 """
 
 from typing import Any

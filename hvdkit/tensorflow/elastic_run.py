@@ -1,19 +1,10 @@
 """Horovod's elastic retry loop for TensorFlow and Keras, with the worker-failure test made robust.
 
-A worker's death surfaces on the survivors as a TensorFlow op error raised by a Horovod op. Horovod's
-own ``horovod.tensorflow.elastic.run`` counts an error as a worker failure only when its message holds
-``HorovodAllreduce``, ``HorovodAllgather`` or ``HorovodBroadcast``, and silently returns ``None`` for
-any other ``UnknownError``. Two real failures miss that test:
-
-- ops named by hvdkit (``hvdkit.sgd.0``, ``hvdkit.broadcast_variables.3``): the message of an error
-  raised inside a ``tf.function`` names the node, not the op type;
-- a Gloo error raised while the op's data moves, rather than in Horovod's coordination. The message is
-  then Gloo's own, e.g. ``[.../gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms for
-  recv operation to complete [[{{node sgd/hvdkit.sgd.0}}]]``, with no "Horovod" in it (seen in CI
-  when a host was lost mid-step).
-
-:func:`is_worker_failure` recognises those as well, and :func:`run` re-raises every error it does not
-recognise instead of swallowing it.
+Horovod's ``horovod.tensorflow.elastic.run`` counts an op error as a worker failure only when its
+message names a Horovod op type, and returns ``None`` for any other ``UnknownError``. That misses ops
+hvdkit names (inside a ``tf.function`` the message names the node, ``hvdkit.sgd.0``) and Gloo's own
+transport errors (``[.../gloo/transport/tcp/unbound_buffer.cc:81] Timed out ...``).
+:func:`is_worker_failure` recognises those too, and :func:`run` re-raises what it does not recognise.
 """
 
 from __future__ import annotations

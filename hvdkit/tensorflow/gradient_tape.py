@@ -18,16 +18,9 @@ def _tf_source(s: Any) -> Any:
 
 
 class DistributedGradientTape:
-    """Wrap a ``tf.GradientTape``: ``gradient()`` returns gradients averaged over all workers.
-
-    Horovod 0.28.1's ``hvd.DistributedGradientTape`` signature and semantics (``compression``, ``op``,
-    ``gradient_predivide_factor``, ``groups``, ``process_set``, ``sparse_as_dense``,
-    ``register_local_source``): the reduction is Horovod's own tape. Horovod's fails on Keras 3
-    variables (``'Variable' object has no attribute 'ref'``); this one maps them to the tf.Variables
-    behind them first and keeps the structure of ``sources`` (unconnected sources stay ``None``).
-    ``compression`` and ``op`` also take hvdkit's names (``"none"``/``"fp16"``,
-    ``"average"``/``"sum"``/``"adasum"``).
-    """
+    """Horovod 0.28.1's ``hvd.DistributedGradientTape`` (same signature; Horovod's tape reduces) for Keras 3
+    variables too, which Horovod's refuses: they are mapped to their tf.Variables, and the structure of
+    ``sources`` is kept. ``compression`` and ``op`` also take hvdkit's names (``"fp16"``, ``"sum"``...)."""
 
     def __init__(self, gradtape: tf.GradientTape, device_dense: str = "", device_sparse: str = "",
                  compression: Any = hvd.Compression.none, sparse_as_dense: bool = False, op: Any = hvd.Average,
@@ -47,8 +40,7 @@ class DistributedGradientTape:
 
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
                  use_generic_names: bool = False) -> Any:
-        """The tape's gradients of ``target`` w.r.t. ``sources``, reduced over workers (local sources
-        scaled as Horovod does), in the structure of ``sources``."""
+        """The gradients of ``target`` w.r.t. ``sources``, reduced over workers, shaped as ``sources``."""
         if in_xla_context():
             raise RuntimeError(_XLA_MESSAGE)
         flat = [_tf_source(s) for s in tf.nest.flatten(sources)]

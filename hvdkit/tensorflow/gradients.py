@@ -35,15 +35,13 @@ def allreduce_gradients(grads: Sequence[Any], *, op: Any = "average", compressio
                         name_prefix: str = "hvdkit.grad", prescale_factor: float = 1.0,
                         postscale_factor: float = 1.0, process_set: Any = None, sparse_as_dense: bool = False,
                         device_dense: str = "", device_sparse: str = "", groups: int | None = None) -> list[Any]:
-    """Allreduce every gradient (``None`` stays ``None``); raises a clear error under XLA.
-
-    ``op``/``compression`` are hvdkit's names or Horovod's objects; the other arguments are Horovod's
-    ``allreduce`` ones (``groups=k`` reduces the gradients in ``k`` grouped allreduces)."""
+    """Allreduce every gradient (``None`` stays ``None``); raises a clear error under XLA. ``op`` and
+    ``compression`` take hvdkit's names or Horovod's objects; ``groups=k``: ``k`` grouped allreduces."""
     compressor, reduce_op = resolve_reduction(hvd, compression, op)
     process_set = hvd.global_process_set if process_set is None else process_set
     if process_set.size() == 1 and not under_elastic_driver():
-        # Decided when the step is traced: under elastic training a worker that traced alone
-        # must still allreduce once others join (Horovod then averages by the size at run time).
+        # Decided at trace time: under elastic training a worker that traced alone must still
+        # allreduce once others join.
         return list(grads)
     if in_xla_context():
         raise RuntimeError(_XLA_MESSAGE)

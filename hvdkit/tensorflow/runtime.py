@@ -18,20 +18,13 @@ rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.loc
 
 def init(comm: Any = None, process_sets: Any = None, *, threads: int | None = None,
          timeline: str | os.PathLike[str] | None = None) -> None:
-    """Initialise Horovod (tuned defaults first) and set TF's thread pools per rank
-    (see :func:`hvdkit.runtime.tuning.resolve_threads`). ``timeline="path.json"`` records Horovod's
-    timeline of every collective there (:func:`hvdkit.runtime.tuning.timeline_env`).
-    ``comm`` and ``process_sets`` are Horovod's ``init`` arguments (an MPI communicator or a list of
-    ranks; ``hvd.ProcessSet`` objects or ``"dynamic"``), passed on unchanged.
-
-    Call it before TensorFlow runs any op: TF fixes its thread pools at the first one.
-    """
+    """As :func:`hvdkit.torch.runtime.init`, setting TF's thread pools per rank. Call it before
+    TensorFlow runs any op: TF fixes its thread pools at the first one."""
     check_threads(threads)
     check_comm(comm)
     prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     timeline_env(timeline)
-    # No GPU TensorFlow can use: a CPU job. Physical devices are listed without starting TF's runtime
-    # (the thread pools below can still be set).
+    # Listing physical devices does not start TF's runtime: the thread pools can still be set.
     apply_runtime_defaults(cpu=not tf.config.list_physical_devices("GPU"))
     hvd.init(comm=comm, process_sets=process_sets)
     n = resolve_threads(threads, hvd.local_size())

@@ -1,9 +1,5 @@
-"""Keras 3 variables <-> the tf.Variables behind them, and broadcasting either.
-
-Horovod's TF ops need ``tf.Variable``s: ``hvd.broadcast_variables`` on Keras 3
-variables fails (``'SymbolicTensor' object has no attribute 'assign'``), but the
-backing ``v.value`` variables work.
-"""
+"""Keras 3 variables <-> the tf.Variables behind them (Horovod's TF ops need ``tf.Variable``s), and
+broadcasting either."""
 
 from __future__ import annotations
 
@@ -31,18 +27,15 @@ def to_tf_variables(variables: Iterable[Any]) -> list[tf.Variable]:
 
 def broadcast_variables(variables: Iterable[Any], root_rank: int = 0, process_set: Any = hvd.global_process_set,
                         inplace: bool = False) -> Any:
-    """Assign every variable (Keras 3 or tf.Variable) its value on ``root_rank``.
-
-    Horovod's ``broadcast_variables`` (same arguments; ``root_rank`` defaults to 0 here) on the
-    tf.Variables behind Keras 3 variables; a no-op in a one-process world."""
+    """Horovod's ``broadcast_variables`` (``root_rank`` defaults to 0) for Keras 3 variables or
+    tf.Variables; a no-op in a one-process world."""
     tf_vars = to_tf_variables(variables)
     if not tf_vars or hvd.size() == 1:
         return None
     if inplace:
         return hvd.broadcast_variables(tf_vars, root_rank=root_rank, process_set=process_set, inplace=True)
-    # Named by position, not by variable name: Horovod pairs the ranks' tensors by name, and ranks may name
-    # the same variable differently (a model loaded on rank 0 only, as Horovod's own pattern does, gets
-    # its saved layer names; a fresh model on the other ranks gets new ones), which hung.
+    # Named by position: Horovod pairs tensors by name, and ranks may name a variable differently (a model
+    # loaded on rank 0 only keeps its saved layer names), which would hang.
     for i, var in enumerate(tf_vars):
         var.assign(hvd.broadcast(var, root_rank=root_rank, name=f"hvdkit.broadcast_variables.{i}",
                                  process_set=process_set))

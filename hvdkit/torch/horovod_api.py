@@ -1,17 +1,9 @@
 """Horovod 0.28.1's ``horovod.torch`` API, for ``import hvdkit.torch as hvd`` in a Horovod script.
 
-Horovod's PyTorch binding works on today's PyTorch once hvdkit's patched build is installed, so every
-name here is Horovod's own object, re-exported unchanged (same signature, defaults and semantics:
-Horovod's API reference is the contract), except:
-
-- ``init(comm=None, process_sets=None)`` is hvdkit's :func:`hvdkit.torch.runtime.init`: Horovod's
-  signature plus hvdkit's keyword arguments (``threads=``, ``timeline=``); it applies hvdkit's tuned
-  per-rank defaults, then calls Horovod's ``init`` with ``comm`` and ``process_sets``.
-- ``elastic`` is :mod:`hvdkit.torch.elastic` (Horovod's ``run``, ``TorchState``, ``ElasticSampler``,
-  ``ObjectState``).
-
-hvdkit's own vocabulary (``distribute``, ``Trainer``, ``shard``, ...) is ``hvdkit.torch.__all__``;
-these names are ``hvdkit.torch.__horovod_all__``.
+Every name is Horovod's own object, re-exported unchanged (Horovod's API reference is the contract),
+except ``init`` (:func:`hvdkit.torch.runtime.init`: Horovod's signature plus ``threads=``/``timeline=``)
+and ``elastic`` (:mod:`hvdkit.torch.elastic`). These names are ``hvdkit.torch.__horovod_all__``;
+hvdkit's own are ``hvdkit.torch.__all__``.
 """
 
 from __future__ import annotations

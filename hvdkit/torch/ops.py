@@ -85,8 +85,7 @@ class TorchOps:
         """Not needed for torch optimizers (the LR is outside the buffer); kept for the interface."""
 
     def capture(self) -> Snapshot:
-        """Model, optimizer and RNG state: tensors and plain data only (a checkpoint holds nothing else);
-        every tensor copied to host memory, so training can go on while a background thread writes it."""
+        """Model, optimizer and RNG state, every tensor copied to host memory (training may go on)."""
         snapshot: Snapshot = {
             "model": _host_copy(self.model.state_dict()),
             "optimizer": _host_copy(self.optimizer.state_dict()),
@@ -98,11 +97,9 @@ class TorchOps:
         return snapshot
 
     def capture_staged(self) -> Snapshot:
-        """What :meth:`capture` gives, for a snapshot that is written once and dropped before the next
-        one is taken (an asynchronous checkpoint): host buffers are reused between calls, and parameters and
-        optimizer state are copied on a background thread while the next forward and backward run
-        (:mod:`hvdkit.torch.staging`); the next optimizer step, :meth:`restore`, :meth:`broadcast_state` and
-        :meth:`dump` wait for that copy."""
+        """:meth:`capture` for a snapshot written once and dropped before the next (an asynchronous
+        checkpoint), copied through :mod:`hvdkit.torch.staging`; the next optimizer step,
+        :meth:`restore`, :meth:`broadcast_state` and :meth:`dump` wait for the copy."""
         deferred: list[torch.Tensor] = list(self.model.parameters())
         deferred += [t for s in self.optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
         state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}

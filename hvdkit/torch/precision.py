@@ -1,20 +1,9 @@
 """Mixed precision for the PyTorch Trainer: autocast, and for fp16 a loss scaler that agrees across ranks.
 
-``"bf16"`` runs the forward pass under ``torch.autocast(dtype=torch.bfloat16)``; parameters,
-gradients and the allreduce stay float32, and no loss scaling is needed (bfloat16 has float32's range).
-
-``"fp16"`` adds a ``torch.amp.GradScaler``, fitted to Horovod's asynchronous allreduce:
-
-1. backward of the scaled loss (Horovod's hooks start the allreduces as gradients appear);
-2. ``optimizer.synchronize()``: wait for the averaged gradients *before* unscaling them;
-3. every rank checks its scaled gradients for inf/NaN and the flags are allreduced (max): when any rank
-   overflowed, every rank marks its gradients as overflowed, so every rank's ``GradScaler`` skips the
-   same step and backs its scale off identically (the replicas never drift apart);
-4. ``unscale_``, then ``scaler.step`` under ``optimizer.skip_synchronize()`` (no second allreduce), and
-   ``scaler.update()``.
-
-With ``accumulate_steps=k`` the scale is constant over the ``k`` micro-batches (it changes only in
-``update``), so the accumulated scaled gradients and Horovod's ``backward_passes_per_step`` compose.
+``"bf16"``: forward under ``torch.autocast(dtype=torch.bfloat16)``; no loss scaling (float32's range).
+``"fp16"``: a ``torch.amp.GradScaler`` whose overflow check is allreduced (max) after
+``optimizer.synchronize()``, so every rank skips the same steps and keeps the same scale. The scale
+changes only in ``update``, so it composes with ``accumulate_steps``.
 """
 
 from __future__ import annotations
@@ -35,9 +24,7 @@ _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 class Precision:
     """The forward context, backward and optimizer step for one ``precision`` setting.
 
-    ``skipped_steps`` counts the fp16 steps skipped because some rank's gradients overflowed (the same
-    count on every rank); ``loss_scale`` is the current scale (None unless fp16).
-    """
+    ``skipped_steps``: fp16 steps skipped because some rank overflowed (the same on every rank)."""
 
     def __init__(self, precision: str, device: torch.device) -> None:
         self.precision = check_choice("precision", precision, PRECISIONS)
@@ -74,7 +61,7 @@ class Precision:
             # GradScaler decides from what unscale_ finds: make it find the overflow on every rank.
             grads[0].view(-1)[0] = float("inf")
         self.scaler.unscale_(optimizer)
-        with optimizer.skip_synchronize():
+        with optimizer.skip_synchronize():  # already averaged: no second allreduce
             self.scaler.step(optimizer)
         self.scaler.update()
         self.skipped_steps += int(overflow)

@@ -17,10 +17,8 @@ rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.loc
 def init(comm: Any = None, process_sets: Any = None, *, threads: int | None = None,
          timeline: str | os.PathLike[str] | None = None) -> None:
     """Initialise Horovod (tuned defaults first) and set intra-op threads per rank
-    (see :func:`hvdkit.runtime.tuning.resolve_threads`). ``timeline="path.json"`` records Horovod's
-    timeline of every collective there (:func:`hvdkit.runtime.tuning.timeline_env`).
-    ``comm`` and ``process_sets`` are Horovod's ``init`` arguments (an MPI communicator or a list of
-    ranks; ``hvd.ProcessSet`` objects or ``"dynamic"``), passed on unchanged."""
+    (:func:`hvdkit.runtime.tuning.resolve_threads`). ``timeline="path.json"`` records Horovod's
+    timeline there. ``comm`` and ``process_sets`` go to Horovod's ``init`` unchanged."""
     check_threads(threads)
     check_comm(comm)
     prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo

@@ -1,20 +1,12 @@
 """Host staging for asynchronous checkpoints: the copy of the weights taken off the training thread.
 
-A blocking ``torch.save`` of a 256 MB model took 0.47 s here; copying the same tensors into freshly
-allocated host memory took 0.15 s (page faults on new memory dominate) and into buffers kept from the
-previous save 0.05 s. :class:`HostStaging` therefore
-
-- keeps the destination buffers from one save to the next (a checkpoint snapshot is written once and
-  dropped before the next one is taken: :class:`~hvdkit.core.background_save.BackgroundSave` has at most
-  one write in flight), and
-- copies the tensors that only the optimizer step changes (parameters and optimizer state) on a
-  background thread, while the next batch's forward and backward run: those only read them. Whatever
-  else can change in a forward pass (buffers such as BatchNorm's running statistics) and all non-tensor
-  state are copied on the calling thread, before it returns.
-
-Everything that writes those tensors waits for the copy first: :class:`~hvdkit.torch.ops.TorchOps`
-registers an optimizer step pre-hook that calls :meth:`HostStaging.wait`, and its ``restore`` and
-``broadcast_state`` call it too. A copy that failed raises there, on the training thread.
+Host buffers are kept from one save to the next (new host memory is slow to fault in; a snapshot is
+dropped before the next is taken). Parameters and optimizer state, which only the optimizer step
+changes, are copied on a background thread while the next forward and backward run; everything else
+(buffers such as BatchNorm's running statistics, non-tensor state) is copied before :meth:`stage`
+returns. Whatever writes the deferred tensors calls :meth:`HostStaging.wait` first
+(:class:`~hvdkit.torch.ops.TorchOps` does, in an optimizer step pre-hook, ``restore`` and
+``broadcast_state``); a failed copy raises there, on the training thread.
 """
 
 from __future__ import annotations
@@ -44,10 +36,9 @@ class HostStaging:
         return self._thread is not None and self._thread.is_alive()
 
     def stage(self, obj: Any, deferred: Iterable[torch.Tensor]) -> Any:
-        """``obj`` (a state dict: dicts, lists, tuples, tensors, plain data) rebuilt with every tensor
-        replaced by a host buffer. Tensors in ``deferred`` (which must not change until :meth:`wait`
-        returns) are copied on a background thread; the others before this returns. The buffers of an
-        earlier call are reused: the snapshot an earlier call returned must no longer be needed."""
+        """``obj`` (a state dict) with every tensor replaced by a host buffer. Tensors in ``deferred``
+        (unchanged until :meth:`wait` returns) are copied on a background thread, the others now.
+        Reuses the buffers of the previous call: its snapshot must no longer be needed."""
         self.wait()
         late = {t.data_ptr() for t in deferred}  # state_dict() detaches: same storage, new tensor objects
         jobs: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -58,8 +49,7 @@ class HostStaging:
         return staged
 
     def wait(self) -> None:
-        """Block until the background copy is done; raise its error (once). Safe to call from the training
-        thread and a checkpoint writer thread at once."""
+        """Block until the background copy is done; raise its error (once). Thread-safe."""
         thread = self._thread
         if thread is None and self._error is None:  # the optimizer step's pre-hook: nothing staged (every step)
             return

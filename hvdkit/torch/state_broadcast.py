@@ -15,12 +15,9 @@ def broadcast_within(model: torch.nn.Module, optimizer: torch.optim.Optimizer, r
                       process_set: Any) -> None:
     """``root_rank``'s parameters, buffers and optimizer state on every member of ``process_set``
     (Horovod's ``broadcast_parameters``/``broadcast_optimizer_state`` have no process-set argument).
-    Every rank of the job calls it at the same point, each for its own set (hybrid parallelism: every rank
-    is in one data-parallel set)."""
-    # The optimizer state first, through one allgather over all ranks, as the core's ProcessSetComm does for
-    # objects (Horovod's object collectives on process sets were not reliable in 4-process runs, see
-    # hvdkit.core.process_set); being world-wide, it also lines every rank up before the first collective on
-    # a process set.
+    Every rank of the job calls it at the same point, each for its own set."""
+    # Optimizer state through one world-wide allgather, as hvdkit.core.process_set does for objects; it also
+    # lines every rank up before the first collective on a process set.
     states = hvd.allgather_object(optimizer.state_dict() if hvd.rank() == root_rank else None,
                                   name="hvdkit.state.optimizer")
     handles = [hvd.broadcast_async_(t, root_rank, name=f"hvdkit.state.{name}", process_set=process_set)

@@ -1,9 +1,8 @@
 """Batch normalisation whose batch statistics cover every worker's batch (Horovod collectives, CPU or GPU).
 
-Horovod's own ``horovod.torch.SyncBatchNorm`` only takes CUDA tensors. Here each worker sums its
-inputs, squared inputs and sample count per channel, one allreduce (sum) adds them up, and mean and
-variance follow; the gradient flows back through Horovod's differentiable allreduce (its backward is an
-allreduce of the gradients), so gradients equal those of one worker holding the whole batch.
+Horovod's ``horovod.torch.SyncBatchNorm`` only takes CUDA tensors. Here one allreduce sums every
+worker's per-channel sums, squared sums and counts; Horovod's allreduce is differentiable, so the
+gradients equal those of one worker holding the whole batch.
 
     model = hk.convert_sync_batchnorm(model)   # every BatchNorm*d becomes an hk.SyncBatchNorm
 """
@@ -20,10 +19,8 @@ from hvdkit.core.comm import under_elastic_driver
 class SyncBatchNorm(_BatchNorm):
     """``torch.nn.BatchNorm{1,2,3}d`` with statistics over all Horovod workers while training.
 
-    Takes input of shape ``(N, C, ...)`` with any number of trailing dimensions. In eval mode, with a
-    single worker, or without ``track_running_stats`` outside training, it is a plain batch norm. The
-    running variance is updated with the unbiased variance of the global batch, as torch does.
-    """
+    Input ``(N, C, ...)``. In eval mode or with a single worker it is a plain batch norm; the running
+    variance gets the global batch's unbiased variance, as torch does."""
 
     def _check_input_dim(self, input: torch.Tensor) -> None:
         if input.dim() < 2:
@@ -65,9 +62,8 @@ class SyncBatchNorm(_BatchNorm):
 
 
 def convert_sync_batchnorm(module: torch.nn.Module) -> torch.nn.Module:
-    """``module`` with every batch-norm layer (``BatchNorm1d/2d/3d``, ``torch.nn.SyncBatchNorm``) replaced
-    by an :class:`SyncBatchNorm` holding the same parameters and running statistics. A batch-norm
-    ``module`` itself is returned converted; other modules are converted in place and returned."""
+    """``module`` with every batch-norm layer replaced by a :class:`SyncBatchNorm` sharing its parameters
+    and running statistics (children converted in place; a batch-norm ``module`` itself is returned new)."""
     out = module
     if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
         out = SyncBatchNorm(module.num_features, module.eps, module.momentum, module.affine,

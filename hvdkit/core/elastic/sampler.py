@@ -1,16 +1,10 @@
 """Which samples each worker trains on under elastic training, framework-free.
 
-Horovod's ``ElasticSampler`` lives in ``horovod.torch`` and keeps the processed indices of every
-worker, which it allgathers at each sync. Synchronous data parallelism makes that exchange
-unnecessary: every worker runs the same number of steps, so the samples all workers have
-processed follow from the layout and the number of batches done. An
-:class:`ElasticIndexSampler` therefore holds only the epoch and a mask of processed samples;
-its state is identical on every worker and small enough to go into each commit.
-
-For an epoch, the unprocessed samples (in the epoch's seeded order) are dealt out round-robin
-over the current workers, padded by wrapping around so every worker gets the same number (as
-``torch.utils.data.DistributedSampler`` does). After a failure or a host change, the rest of the
-epoch is dealt out again over the new set of workers.
+Unlike Horovod's ``ElasticSampler`` (torch only; it allgathers every worker's processed indices), the
+processed samples follow from the layout and the number of synchronous steps, so the state is just the
+epoch and a processed-sample mask, identical on every worker. Unprocessed samples are dealt round-robin
+in the epoch's seeded order, wrapped to equal shares (as ``DistributedSampler`` does), and dealt again
+over the new workers after a resize.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Which launcher started this process, and what hvdkit does with it.
 
-One module per launcher: :mod:`.local` (none, or ``horovodrun`` on this machine), :mod:`.slurm`
-(an allocation or an ``srun`` step), :mod:`.mpijob` (the Kubeflow MPI Operator's launcher) and
-:mod:`.spark` (a rank of ``horovod.spark.run``, a Spark task, a Spark driver).
-:func:`detect` names the context for ``hvdkit doctor``; :func:`prepare_process` is the one hook the
-adapters' ``init()`` call before ``hvd.init()``: in an ``srun`` step started by ``hvdkit slurm-gloo``
-it maps ``SLURM_*`` to Horovod's Gloo variables, and it stops a step that could only train as
-independent single-process jobs (``srun`` without MPI wire-up and without a rendezvous).
+One module per launcher (:mod:`.local`, :mod:`.slurm`, :mod:`.mpijob`, :mod:`.spark`). :func:`detect`
+names the context for ``hvdkit doctor``; :func:`prepare_process` is what the adapters' ``init()`` call
+before ``hvd.init()``.
 """
 
 from __future__ import annotations
@@ -86,8 +82,8 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
 
 
 def prepare_process(environ: MutableMapping[str, str] | None = None) -> LauncherContext:
-    """Before ``hvd.init()``: fill in Horovod's Gloo variables under ``hvdkit slurm-gloo``; refuse
-    an ``srun`` step of several tasks that nothing wires together. Returns the context."""
+    """Before ``hvd.init()``: under ``hvdkit slurm-gloo`` map ``SLURM_*`` to Horovod's Gloo variables;
+    refuse an ``srun`` step of several tasks that nothing wires together. Returns the context."""
     env = _env(environ)
     ctx = detect(env)
     if ctx.kind == "slurm-gloo" and "HOROVOD_RANK" not in env:

@@ -1,12 +1,8 @@
 """Slurm: what an allocation and a job step say about this process, in Horovod's terms.
 
-Slurm describes a step with ``SLURM_PROCID`` (global rank), ``SLURM_LOCALID`` (rank on this
-node), ``SLURM_STEP_NODELIST`` (compressed host list, ``node[1-3,7]``) and
-``SLURM_STEP_TASKS_PER_NODE`` (``2(x3),1``). Horovod's Gloo controller wants ``HOROVOD_RANK``,
-``HOROVOD_SIZE``, ``HOROVOD_LOCAL_RANK/SIZE``, ``HOROVOD_CROSS_RANK/SIZE`` and
-``HOROVOD_HOSTNAME``, and a rendezvous server whose scopes are sized from the same plan
-(:mod:`hvdkit.runtime.slurm_gloo` runs it). Both sides build the plan with :func:`host_plan`,
-which orders ranks host by host as ``horovodrun`` and srun's default block distribution do.
+A step's ``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_STEP_NODELIST`` and ``SLURM_STEP_TASKS_PER_NODE``
+become Horovod's Gloo variables; the ranks and the rendezvous (:mod:`hvdkit.runtime.slurm_gloo`) share
+one :func:`host_plan`, host by host as ``horovodrun`` and srun's block distribution order them.
 """
 
 from __future__ import annotations

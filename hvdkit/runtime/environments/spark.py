@@ -1,13 +1,8 @@
 """Apache Spark: a rank that ``horovod.spark.run`` started, a Spark task, or a Spark driver.
 
-``horovod.spark.run(fn, num_proc=N)`` runs one Spark task per rank; each task's service starts the
-training process (``python -m horovod.spark.task.gloo_exec_fn`` with Gloo, or under ``orted`` with
-``mpirun_exec_fn`` with MPI) with the task's environment plus ``HOROVOD_SPARK_WORK_DIR`` (the task's
-working directory; horovod/spark/task/task_service.py). That variable, which Horovod sets for no
-other launcher, marks a Spark rank; the rank itself comes from ``HOROVOD_RANK`` (Gloo) or
-``OMPI_COMM_WORLD_RANK`` (MPI). Code running in a Spark task itself (a ``mapPartitions`` function,
-TorchDistributor's workers) and a driver with an active ``SparkContext`` are recognised through
-pyspark, only where the process has already imported it (``hvdkit doctor`` must not start a JVM).
+A rank of ``horovod.spark.run`` has ``HOROVOD_SPARK_WORK_DIR``, which Horovod sets for no other
+launcher (horovod/spark/task/task_service.py). A Spark task and a driver are recognised through
+pyspark only where the process already imported it (``hvdkit doctor`` must not start a JVM).
 """
 
 from __future__ import annotations
