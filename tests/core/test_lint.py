@@ -11,8 +11,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+RUFF_PATHS = ["hvdkit", "tests", "examples", "benchmarks", "benchmarks/run", "conftest.py"]
+
+
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("tool, args", [("ruff", ["check", "hvdkit", "tests", "examples", "benchmarks", "benchmarks/run", "conftest.py"]), ("mypy", [])])
+@pytest.mark.parametrize("tool, args", [("ruff", ["check", *RUFF_PATHS]), ("mypy", [])])
 def test_tool_passes(tool, args):
     try:
         found = importlib.util.find_spec(tool) is not None
