@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import sys
 import threading
 from collections import deque
@@ -198,15 +199,33 @@ class _Tail(io.TextIOBase):
         self.flush()  # Horovod closes the streams it was given; the target is not ours to close
 
     def first_error(self, most: int = 40) -> str | None:
-        """The first Python traceback in the kept lines (its last ``most`` lines), or None: the first
-        rank to fail prints first, and the others fail from losing it."""
+        """The first rank's Python traceback that is a cause, not Horovod's shutdown after another rank
+        failed (its last ``most`` lines); else the first traceback; None when there is none."""
         with self._lock:
             lines = [*self.lines, self._partial]
-        starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]
-        if not starts:
+        blocks: list[list[str]] = []  # each traceback, its lines kept apart by rank tag
+        open_block: dict[str | None, list[str]] = {}
+        for line in lines:
+            tag = m.group(1) if (m := _RANK_TAG.match(line)) else None
+            current = open_block.get(tag)
+            chained = current is not None and any(c in prev for prev in current[-3:] for c in _CHAINED)
+            if "Traceback (most recent call last)" in line and not chained:
+                open_block[tag] = [line]
+                blocks.append(open_block[tag])
+            elif current is not None:
+                current.append(line)
+        if not blocks:
             return None
-        block = lines[starts[0]:starts[1] if len(starts) > 1 else len(lines)]
+        causes = [b for b in blocks if not any(mark in line for line in b for mark in _AFTERMATH)]
+        block = (causes or blocks)[0]
         return "\n".join(block[-most:]).rstrip()
+
+
+#: What a rank prints when it fails only because another rank did (Horovod shut down under it).
+_AFTERMATH = ("Horovod has been shut down", "HorovodInternalError")
+#: Lines that join the next traceback to the one before (one exception chain).
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+_RANK_TAG = re.compile(r"^\[(\d+)\]<std(?:out|err)>:")
 
 
 __all__ = ["check_main_guard", "run", "unguarded_run_calls"]

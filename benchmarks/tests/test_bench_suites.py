@@ -41,6 +41,7 @@ def _abba(order: list[str], names: list[str]) -> list[str]:
     return ["abcdefgh"[names.index(n)] for n in order]
 
 
+@pytest.mark.slow_check  # 2.5 min of CI for lab code; scripts/slow-checks.sh runs it
 @pytest.mark.timeout(600)
 def test_bench_allreduce_quick_rounds(tmp_path):
     proc, res, report = _bench(tmp_path, "allreduce", timeout=580)

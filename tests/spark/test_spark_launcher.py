@@ -160,6 +160,23 @@ def test_the_first_traceback_of_the_ranks_stderr_is_kept_for_the_exception():
     assert hk_spark._Tail(io.StringIO()).first_error() is None
 
 
+def test_the_failing_ranks_traceback_wins_over_horovods_shutdown_on_the_others():
+    """Rank 0 may print first, but only because rank 1 failed: the cause is rank 1's error."""
+    import io
+
+    tail = hk_spark._Tail(io.StringIO(), lines=50)
+    tail.write("[0]<stderr>:Traceback (most recent call last):\n[0]<stderr>:  File \"mpi_ops.py\", line 9\n"
+               "[0]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception\n[0]<stderr>:\n"
+               "[0]<stderr>:During handling of the above exception, another exception occurred:\n[0]<stderr>:\n"
+               "[1]<stderr>:Traceback (most recent call last):\n"
+               "[0]<stderr>:Traceback (most recent call last):\n"
+               "[1]<stderr>:  File \"train.py\", line 3\n"
+               "[0]<stderr>:horovod.common.exceptions.HorovodInternalError: Horovod has been shut down\n"
+               "[1]<stderr>:RuntimeError: rank 1 failed on purpose\n")
+    assert tail.first_error() == ('[1]<stderr>:Traceback (most recent call last):\n[1]<stderr>:  File "train.py", '
+                                  'line 3\n[1]<stderr>:RuntimeError: rank 1 failed on purpose')
+
+
 def test_run_checks_the_main_guard_with_mpi_only_and_passes_the_rest_to_horovod(tmp_path, monkeypatch):
     pyspark = pytest.importorskip("pyspark") if os.environ.get("CI") != "true" else __import__("pyspark")
     horovod_spark = pytest.importorskip("horovod.spark")

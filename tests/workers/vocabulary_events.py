@@ -80,6 +80,7 @@ with warnings.catch_warnings(record=True) as caught:
             trainer.fit_elastic(data, 1, batch_size=8)
         except RuntimeError as exc:
             out["alias_error"] = str(exc).split(":")[0]
+        out["rank"] = hk.rank()
         out["eval_sampler"] = [list(hk.shard_sampler(val, for_eval=True)), list(hk.EvalShardSampler(val))]
     else:
         os.environ.setdefault("KERAS_BACKEND", "tensorflow")
