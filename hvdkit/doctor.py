@@ -14,6 +14,7 @@ from typing import Any
 
 from hvdkit.buildtools.pythons import is_supported, supported_names
 from hvdkit.runtime.environments import detect as detect_launcher
+from hvdkit.runtime.frameworks import TESTED, tested_range, untested
 from hvdkit.runtime.tuning import (
     CPU_RUNTIME_DEFAULTS,
     available_cores,
@@ -106,6 +107,11 @@ def collect() -> Report:
     f["tensorflow"] = _version("tensorflow-cpu") or _version("tensorflow")
     f["keras"] = _version("keras")
     f["horovod"] = _version("horovod")
+    f["tested"] = {name: tested_range(name) for name in TESTED}
+    for name in TESTED:
+        message = untested(name, f[name])
+        if message:
+            r.problem(message, f"install a tested {name} ({tested_range(name)}), or report what breaks")
     mpirun = shutil.which("mpirun")
     f["mpi"] = None
     if mpirun:
@@ -152,7 +158,8 @@ def render(r: Report) -> str:
     f = r.facts
     lines = ["hvdkit doctor", ""]
     for key in ("python", "hvdkit", "torch", "tensorflow", "keras", "horovod", "mpi", "cpu_count"):
-        lines.append(f"  {key:<18} {f.get(key) or 'not installed'}")
+        tested = f" (tested: {f['tested'][key]})" if key in f.get("tested", {}) else ""
+        lines.append(f"  {key:<18} {f.get(key) or 'not installed'}{tested}")
         if key == "python":
             lines.append(f"  {'supported pythons':<18} {f.get('supported_pythons')}")
     tpr = ", ".join(f"{n} rank(s)/host -> {t}" for n, t in f["threads_per_rank"].items())

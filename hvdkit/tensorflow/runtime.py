@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+from importlib import metadata
 from typing import Any
 
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
 from hvdkit.runtime.environments import prepare_process
+from hvdkit.runtime.frameworks import warn_if_untested
 from hvdkit.runtime.tuning import apply_runtime_defaults, check_comm, check_threads, resolve_threads, timeline_env
 
 log = logging.getLogger("hvdkit")
@@ -22,6 +24,11 @@ def init(comm: Any = None, process_sets: Any = None, *, threads: int | None = No
     TensorFlow runs any op: TF fixes its thread pools at the first one."""
     check_threads(threads)
     check_comm(comm)
+    warn_if_untested("tensorflow", tf.__version__)
+    try:
+        warn_if_untested("keras", metadata.version("keras"))
+    except metadata.PackageNotFoundError:  # tf.keras-only installs: nothing to check
+        pass
     prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     timeline_env(timeline)
     # Listing physical devices does not start TF's runtime: the thread pools can still be set.

@@ -9,6 +9,7 @@ import horovod.torch as hvd
 import torch
 
 from hvdkit.runtime.environments import prepare_process
+from hvdkit.runtime.frameworks import warn_if_untested
 from hvdkit.runtime.tuning import apply_runtime_defaults, check_comm, check_threads, resolve_threads, timeline_env
 
 rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.local_size
@@ -21,6 +22,7 @@ def init(comm: Any = None, process_sets: Any = None, *, threads: int | None = No
     timeline there. ``comm`` and ``process_sets`` go to Horovod's ``init`` unchanged."""
     check_threads(threads)
     check_comm(comm)
+    warn_if_untested("torch", torch.__version__)
     prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     timeline_env(timeline)
     apply_runtime_defaults(cpu=not torch.cuda.is_available())
