@@ -1,8 +1,9 @@
 """Elastic jobs whose discovered hosts go wrong while they run (hvdkit's patch 0009 to Horovod's elastic driver):
 every host removed, so the job is below --min-np, and a host that cannot be reached added to a running job.
 
-The test edits the hosts file the discovery script prints, after the first step; the worker paces its steps
-(--step-seconds) so that the job is still running when the driver notices."""
+The horovodrun tests edit the hosts file the discovery script prints, after the first step; the worker paces
+its steps (--step-seconds) so that the job is still running when the driver notices. The others drive the
+patched driver pieces in this process."""
 
 import os
 import re
@@ -17,7 +18,98 @@ from helpers import REPO, WORKERS, read_json, requires_horovod
 
 from hvdkit.elastic_local import command, write_discovery
 
-pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(180)]
+pytestmark = [requires_horovod, pytest.mark.timeout(180)]
+
+
+class Discovery:
+    """A discovery "script" the test sets: host -> slots."""
+
+    def __init__(self, slots=None):
+        self.slots = dict(slots or {})
+
+    def find_available_hosts_and_slots(self):
+        return dict(self.slots)
+
+
+def test_each_new_host_is_checked_once_and_one_that_fails_is_blacklisted(capsys):
+    from horovod.runner.elastic.discovery import HostManager
+
+    checked = []
+
+    def check(host):
+        checked.append(host)
+        return "ssh: Could not resolve hostname bad" if host == "bad" else None
+
+    disc = Discovery({"a": 1})
+    hosts = HostManager(disc, host_check=check)
+    hosts.update_available_hosts()
+    disc.slots = {"a": 1, "bad": 1}
+    hosts.update_available_hosts()
+    assert hosts.current_hosts.host_assignment_order == ["a"] and hosts.is_blacklisted("bad")
+    disc.slots = {"a": 2, "bad": 1, "c": 1}  # more slots on a known host: only the new one is checked
+    hosts.update_available_hosts()
+    assert checked == ["a", "bad", "c"] and hosts.current_hosts.host_assignment_order == ["a", "c"]
+    assert ("host bad cannot start workers, blacklisted (it is not used again in this job): "
+            "ssh: Could not resolve hostname bad") in capsys.readouterr().err
+
+
+def test_a_blacklisted_host_is_checked_again_after_its_cooldown(monkeypatch, capsys):
+    from horovod.runner.elastic import discovery
+
+    now = [1000.0]
+    monkeypatch.setattr(discovery.time, "time", lambda: now[0])
+    reachable = {"b": False}
+    checked = []
+
+    def check(host):
+        checked.append(host)
+        return None if reachable.get(host, True) else "no route"
+
+    hosts = discovery.HostManager(Discovery({"a": 1, "b": 1}), cooldown_range=(1, 2), host_check=check)
+    hosts.update_available_hosts()
+    assert hosts.current_hosts.host_assignment_order == ["a"]
+    assert "checked again after a cooldown (--blacklist-cooldown-range)" in capsys.readouterr().err
+    hosts.update_available_hosts()  # in its cooldown: not checked
+    now[0] += 3  # past the cooldown (at most 2 s): checked again, still failing
+    hosts.update_available_hosts()
+    assert hosts.current_hosts.host_assignment_order == ["a"] and sorted(checked) == ["a", "b", "b"]
+    reachable["b"] = True
+    now[0] += 3
+    hosts.update_available_hosts()
+    assert hosts.current_hosts.host_assignment_order == ["a", "b"] and not hosts.is_blacklisted("b")
+
+
+def test_the_ssh_check_skips_this_machine_and_reports_what_ssh_said():
+    from argparse import Namespace
+
+    from horovod.runner.gloo_run import _ssh_host_check
+
+    check = _ssh_host_check(Namespace(ssh_port=None, ssh_identity_file=None), connect_timeout_s=5)
+    assert check("localhost") is None and check("127.0.0.1") is None
+    reason = check("nohost.invalid")
+    assert "exited with 255" in reason and "Could not resolve hostname nohost.invalid" in reason, reason
+
+
+def test_waiting_below_min_np_is_said_at_once_and_the_timeout_message_is_formatted(capsys):
+    from horovod.runner.common.util.timeout import TimeoutException
+    from horovod.runner.elastic.driver import ElasticDriver
+
+    class Rendezvous:
+        def stop(self):
+            pass
+
+    driver = ElasticDriver(Rendezvous(), Discovery({"a": 1}), min_num_proc=2, max_num_proc=2, timeout=1)
+    try:
+        with pytest.raises(TimeoutException) as err:
+            driver.wait_for_available_slots(2)
+    finally:
+        driver.stop()
+    said = capsys.readouterr().err
+    assert ("Elastic job waiting for 2 slots to start: 1 slots available on hosts ['a']. Waiting up to 1 s "
+            "for the host discovery script to report 2 slots, then the job fails "
+            "(--elastic-timeout or HOROVOD_ELASTIC_TIMEOUT sets the wait).") in said
+    assert str(err.value).startswith("Timed out waiting for minimum number of slots to become available. "
+                                     "Please check that you have enough resources to run at least 2 Horovod")
 
 
 class Job:
@@ -74,6 +166,7 @@ class Job:
         return "\n".join(s for _, s in self.lines if s is not None)
 
 
+@pytest.mark.horovod
 def test_every_host_removed_says_at_once_that_the_job_is_below_min_np(tmp_path):
     elastic_timeout = 15
     job = Job(tmp_path, np=1, max_np=1, epochs=1000, env={"HOROVOD_ELASTIC_TIMEOUT": str(elastic_timeout)})
@@ -95,6 +188,7 @@ def test_every_host_removed_says_at_once_that_the_job_is_below_min_np(tmp_path):
     assert rc != 0 and "{activity}" not in out, out[-4000:]
 
 
+@pytest.mark.horovod
 def test_an_unreachable_host_added_is_blacklisted_and_the_survivor_trains_on(tmp_path):
     epochs = 8  # about 10 s of steps at 0.05 s a step: the driver polls the discovery script every second
     # A survivor waiting in Gloo's rendezvous for a worker that never starts aborts after this timeout.
@@ -107,6 +201,7 @@ def test_an_unreachable_host_added_is_blacklisted_and_the_survivor_trains_on(tmp
     finally:
         job.stop()
     out = job.output()
+    print(line)
     assert rc == 0, out[-4000:]
     assert "blacklisted" in line and "Could not resolve hostname nohost.invalid" in line, line
     summary = read_json(job.results / "summary.json")
