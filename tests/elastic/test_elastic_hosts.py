@@ -49,7 +49,7 @@ def test_each_new_host_is_checked_once_and_one_that_fails_is_blacklisted(capsys)
     disc.slots = {"a": 2, "bad": 1, "c": 1}  # more slots on a known host: only the new one is checked
     hosts.update_available_hosts()
     assert checked == ["a", "bad", "c"] and hosts.current_hosts.host_assignment_order == ["a", "c"]
-    assert ("host bad cannot start workers, blacklisted (it is not used again in this job): "
+    assert ("host bad cannot start workers, blacklisted (not used again in this job): "
             "ssh: Could not resolve hostname bad") in capsys.readouterr().err
 
 
@@ -68,7 +68,7 @@ def test_a_blacklisted_host_is_checked_again_after_its_cooldown(monkeypatch, cap
     hosts = discovery.HostManager(Discovery({"a": 1, "b": 1}), cooldown_range=(1, 2), host_check=check)
     hosts.update_available_hosts()
     assert hosts.current_hosts.host_assignment_order == ["a"]
-    assert "checked again after a cooldown (--blacklist-cooldown-range)" in capsys.readouterr().err
+    assert "checked again after its --blacklist-cooldown-range cooldown" in capsys.readouterr().err
     hosts.update_available_hosts()  # in its cooldown: not checked
     now[0] += 3  # past the cooldown (at most 2 s): checked again, still failing
     hosts.update_available_hosts()
