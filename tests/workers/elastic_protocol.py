@@ -26,6 +26,9 @@ def parse_args():
     p.add_argument("--remove-at-step", type=int, default=-1, help="rank 0 removes 127.0.0.1 from the hosts file")
     p.add_argument("--add-back", action="store_true", help="after the removal, rank 0 puts the host back and waits")
     p.add_argument("--checkpoint-dir")
+    p.add_argument("--step-seconds", type=float, default=0,
+                   help="each step takes at least this long and rank 0 prints '[step] N size S' (for tests that "
+                        "change the hosts while the job runs)")
     return p.parse_args()
 
 
@@ -39,6 +42,10 @@ class StepProtocol:
         args, events = self.args, self.events
         self.log.write(json.dumps({"step": step, "epoch": epoch, "batch": batch, "size": size, "rank": rank,
                                    "lr": lr, "samples": samples}) + "\n")
+        if args.step_seconds:
+            time.sleep(args.step_seconds)
+            if rank == 0:
+                print(f"[step] {step} size {size}", flush=True)
         if step == args.kill_at_step and rank == 1 and size == 2:
             os.kill(os.getpid(), signal.SIGKILL)
         if rank == 0 and step == args.remove_at_step and size == 2:
