@@ -8,12 +8,11 @@
 
 import hashlib
 import re
-from pathlib import Path
 
 import pytest
 import yaml
-from helpers import REPO, requires_horovod
-from test_mpijob import _jsonschema, apply_json6902, emulate, strict
+from helpers import REPO
+from test_mpijob import _jsonschema, apply_json6902, strict
 
 K8S = REPO / "docker/kubernetes"
 CRDS = {kind: K8S / f"crd/trainer.kubeflow.org_{plural}.yaml" for kind, plural in [
