@@ -7,12 +7,15 @@
    0640/0644 modes, key-only sshd nodes, and the launcher pod's mpirun training to the end."""
 
 import hashlib
+import json
 import re
 
 import pytest
 import yaml
-from helpers import REPO
-from test_mpijob import _jsonschema, apply_json6902, strict
+from helpers import REPO, requires_horovod
+from test_mpijob import _jsonschema, apply_json6902, emulate, strict
+
+from hvdkit.runtime.environments import detect, mpijob, trainjob
 
 K8S = REPO / "docker/kubernetes"
 CRDS = {kind: K8S / f"crd/trainer.kubeflow.org_{plural}.yaml" for kind, plural in [
@@ -136,3 +139,79 @@ def test_manifests_follow_the_trainers_mpi_contract():
         "numProcPerNode"]
     cuda = next(d for d in trainer_objects().values() if d["metadata"]["name"] == gpu["spec"]["runtimeRef"]["name"])
     assert {_node(cuda, j)["image"] for j in ("node", "launcher")} == {"hvdkit:cuda"}
+
+
+# -- the contract, emulated -------------------------------------------------------------------------------
+TRAINJOB = "trainer/trainjob.yaml"
+
+
+def emulate_trainjob(*args: str, timeout: float = 200, ok: bool = True) -> str:
+    return emulate(TRAINJOB, *args, timeout=timeout, ok=ok, script="emulate-trainjob.py")
+
+
+@requires_horovod
+@pytest.mark.horovod
+@pytest.mark.timeout(240)
+def test_trainjob_contract_trains_to_the_end(tmp_path):
+    """numNodes 2 with runLauncherAsNode: one node pod and the launcher, 2 ranks each, in the hostfile's order."""
+    out = emulate_trainjob("--replace", f"/data/checkpoints={tmp_path}/ckpt", "--replace", "12=2", "--timeout", "180")
+    assert "hosts: hvdkit-trainjob-node-0-0.hvdkit-trainjob slots=2 " \
+           "hvdkit-trainjob-launcher-0-0.hvdkit-trainjob slots=2" in out
+    assert "4 workers x batch 32" in out and re.search(r"final validation accuracy: 0\.\d+", out)
+    assert re.search(r"hvdkit-trainjob-node-0-0: Accepted publickey for root from 10\.79\.0\.10", out), out
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir() if p.name.endswith(".json"))  # rank 0 wrote them
+    ready = float(re.search(r"nodes ready after ([\d.]+) s", out).group(1))
+    first = float(re.search(r"\[ *([\d.]+)s\] training on", out).group(1))
+    done = float(re.search(r"launcher exited 0 after ([\d.]+) s \(([\d.]+) s in all\)", out).group(2))
+    print(f"TrainJob emulation: nodes ready {ready:.1f} s, launcher start -> training {first:.1f} s, "
+          f"trained (2 epochs) {done:.1f} s in all")
+
+
+@pytest.mark.timeout(120)
+def test_trainjob_launcher_refuses_a_node_whose_host_key_is_not_the_jobs():
+    out = emulate_trainjob("--impostor", "0", "--replace", "12=1", "--timeout", "90", timeout=110, ok=False)
+    assert "Host key verification failed" in out, out[-3000:]
+    assert "training on" not in out
+
+
+@requires_horovod
+@pytest.mark.horovod
+@pytest.mark.timeout(180)
+def test_launcher_pod_has_the_trainers_files_and_doctor_names_the_trainjob():
+    command = ("sh -c 'stat -c \"%a %n\" /root/.ssh/id_rsa /root/.ssh/id_rsa.pub /root/.ssh/authorized_keys "
+               "/etc/mpi/hostfile; env | grep ^OMPI_MCA_ | sort; hvdkit doctor --json'")
+    out = emulate_trainjob("--launcher-command", command, "--timeout", "150", timeout=170)
+    for mode_path in ("640 /root/.ssh/id_rsa", "644 /root/.ssh/id_rsa.pub", "644 /root/.ssh/authorized_keys",
+                      "444 /etc/mpi/hostfile"):
+        assert f"] {mode_path}\n" in out, out[-3000:]
+    for var in ("OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames=true",
+                "OMPI_MCA_orte_set_default_slots=2", "OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10"):
+        assert f"] {var}\n" in out, out[-3000:]
+    assert "K_MPI_JOB_ROLE" not in out
+    body = out[out.index("{"):out.rindex("}") + 1]
+    launcher = json.loads(re.sub(r"^\[ *[\d.]+s\] ", "", body, flags=re.M))["facts"]["launcher"]
+    assert launcher["kind"] == "trainjob", launcher
+    assert launcher["detail"] == (
+        "Kubeflow Trainer v2 TrainJob hvdkit-trainjob launcher: hostfile /etc/mpi/hostfile, 2 node(s), 4 slot(s): "
+        "hvdkit-trainjob-node-0-0.hvdkit-trainjob, hvdkit-trainjob-launcher-0-0.hvdkit-trainjob "
+        "(runLauncherAsNode: the launcher trains too)")
+
+
+# -- hvdkit doctor's view, without the emulation --------------------------------------------------------
+@pytest.mark.parametrize("lines, env, kind", [
+    ("tj-node-0-0.tj slots=4\ntj-node-0-1.tj slots=4\n", {}, "trainjob"),
+    ("tj-node-0-0.tj slots=2\ntj-launcher-0-0.tj slots=2\n", {}, "trainjob"),
+    ("tj-node-0-0.tj slots=2\n", {"K_MPI_JOB_ROLE": "launcher"}, "mpijob"),  # the MPI Operator sets it
+    ("job-worker-0.job.default.svc slots=2\n", {}, "mpijob"),
+    ("tj-node-0-0.tj slots=2\nother-node-0-0.other slots=2\n", {}, "mpijob"),  # two jobs: not one TrainJob's
+])
+def test_detect_tells_a_trainjob_from_an_mpijob(tmp_path, monkeypatch, lines, env, kind):
+    monkeypatch.setattr(mpijob, "HOSTFILE", "/nonexistent/hostfile")
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text(lines)
+    ctx = detect({"OMPI_MCA_orte_default_hostfile": str(hostfile), **env})
+    assert ctx.kind == kind
+    if kind == "trainjob":
+        assert ctx.detail.startswith(f"Kubeflow Trainer v2 TrainJob tj launcher: hostfile {hostfile}, 2 node(s)")
+        assert ("launcher trains too" in ctx.detail) == ("launcher" in lines)
+        assert ctx.uses == trainjob.USES.format(hostfile=hostfile)
