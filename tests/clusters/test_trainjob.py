@@ -8,7 +8,10 @@
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -140,6 +143,17 @@ def test_manifests_follow_the_trainers_mpi_contract():
     cuda = next(d for d in trainer_objects().values() if d["metadata"]["name"] == gpu["spec"]["runtimeRef"]["name"])
     assert {_node(cuda, j)["image"] for j in ("node", "launcher")} == {"hvdkit:cuda"}
 
+
+
+def test_pod_script_passes_shellcheck(tmp_path):
+    if shutil.which("shellcheck") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("shellcheck is not installed (scripts/bootstrap.sh installs it)")
+        pytest.skip("shellcheck not installed")
+    script = tmp_path / "pod.sh"
+    script.write_text(yaml.safe_load((K8S / "trainer/trainer-config.yaml").read_text())["data"]["pod.sh"])
+    proc = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 0, proc.stdout
 
 # -- the contract, emulated -------------------------------------------------------------------------------
 TRAINJOB = "trainer/trainjob.yaml"
