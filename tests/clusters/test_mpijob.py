@@ -153,14 +153,14 @@ def test_launcher_script_passes_shellcheck(tmp_path):
 
 def _leftovers():
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
-    return [line for line in ns.splitlines() if re.match(r"hk8s\d+-", line)], list(Path("/run").glob("hvdkit-mpijob.*"))
+    return [line for line in ns.splitlines() if re.match(r"hk8s\d+-", line)], list(Path("/run").glob("hvdkit-k8s.*"))
 
 
-def emulate(manifest: str, *args: str, timeout: float = 200, ok: bool = True) -> str:
+def emulate(manifest: str, *args: str, timeout: float = 200, ok: bool = True, script: str = "emulate-mpijob.py") -> str:
     if os.geteuid() != 0:
-        pytest.skip("the MPIJob emulation needs root (network namespaces, overlays)")
+        pytest.skip("the Kubernetes emulations need root (network namespaces, overlays)")
     env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.run([sys.executable, str(K8S / "emulate-mpijob.py"), str(K8S / manifest), *args],
+    proc = subprocess.run([sys.executable, str(K8S / script), str(K8S / manifest), *args],
                           capture_output=True, text=True, timeout=timeout, env=env, start_new_session=True)
     out = proc.stdout + proc.stderr
     assert (proc.returncode == 0) == ok, out[-6000:]

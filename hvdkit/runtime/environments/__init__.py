@@ -11,7 +11,7 @@ import os
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-from hvdkit.runtime.environments import local, mpijob, slurm, spark
+from hvdkit.runtime.environments import local, mpijob, slurm, spark, trainjob
 
 _MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 
@@ -20,7 +20,7 @@ _MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 class LauncherContext:
     """What started this process (``kind``), in words (``detail``), and what hvdkit will use."""
     kind: str  # local | horovodrun | mpi | slurm-allocation | slurm-step | slurm-gloo | mpijob | spark | spark-task
-    #            | spark-driver
+    #            | spark-driver | trainjob
     detail: str
     uses: str
     problem: str | None = None  # set when this process cannot train as launched
@@ -64,6 +64,8 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
         return LauncherContext("slurm-allocation", slurm.describe(env),
                                f"{mpi} or `hvdkit slurm-gloo python train.py` (Gloo, no MPI); no host list")
     hostfile = mpijob.hostfile_path(env)
+    if hostfile and (name := trainjob.job_name(env, hostfile)):
+        return LauncherContext("trainjob", trainjob.describe(hostfile, name), trainjob.USES.format(hostfile=hostfile))
     if hostfile:
         return LauncherContext("mpijob", mpijob.describe(env, hostfile),
                                f"`mpirun` reads {hostfile} (no -H); elastic: horovodrun --host-discovery-script "
