@@ -106,6 +106,7 @@ def collect() -> Report:
     f["tensorflow"] = _version("tensorflow-cpu") or _version("tensorflow")
     f["keras"] = _version("keras")
     f["horovod"] = _version("horovod")
+    f["ray"] = _version("ray")  # hvdkit[ray]: hvdkit.ray trains on a Ray cluster
     mpirun = shutil.which("mpirun")
     f["mpi"] = None
     if mpirun:

@@ -22,7 +22,7 @@ from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
 from hvdkit.runtime.environments.slurm import Slot, gloo_env, host_plan
 
-RAY_RANK_VAR = "HVDKIT_RAY_WORKER"  # set by the backend: hvdkit doctor names the Ray context
+from hvdkit.runtime.environments.ray import WORKER_VAR as RAY_RANK_VAR  # hvdkit doctor names the Ray context
 
 
 def plan(node_ids: list[str]) -> list[Slot]:
