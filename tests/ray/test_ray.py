@@ -209,3 +209,27 @@ def test_bad_scaling_config_is_refused_before_training(cluster, tmp_path, kwargs
                        run_config=RunConfig(name="bad", storage_path=str(tmp_path / "storage"))).fit()
     assert time.perf_counter() - t0 < 30
     assert not (tmp_path / "storage").exists() and not (tmp_path / "ckpt").exists()  # nothing started
+
+
+def _horovod_fn(scale: float) -> tuple[int, int, float]:
+    """A Horovod user's function: plain ``horovod.torch``."""
+    import horovod.torch as hvd
+    import torch
+
+    hvd.init()
+    total = hvd.allreduce(torch.tensor([scale * hvd.rank()]), op=hvd.Sum)
+    return hvd.rank(), hvd.size(), float(total[0])
+
+
+def test_ray_executor_runs_a_horovod_function_on_both_nodes(cluster):
+    from hvdkit.ray import RayExecutor
+
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=30), num_workers=2, cpus_per_worker=2)
+    executor.start()
+    try:
+        assert executor.run(_horovod_fn, kwargs={"scale": 3.0}) == [(0, 2, 3.0), (1, 2, 3.0)]
+        assert executor.execute_single(lambda executable: executable) is None
+        nodes = executor.execute(lambda _: __import__("os").environ["HOROVOD_HOSTNAME"])
+        assert len(set(nodes)) == 2  # 2 CPUs a worker: one worker on each node
+    finally:
+        executor.shutdown()
