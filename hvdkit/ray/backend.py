@@ -20,9 +20,8 @@ from ray.train.backend import Backend, BackendConfig
 from ray.train.v2.api.config import ScalingConfig
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
-from hvdkit.runtime.environments.slurm import Slot, gloo_env, host_plan
-
 from hvdkit.runtime.environments.ray import WORKER_VAR as RAY_RANK_VAR  # hvdkit doctor names the Ray context
+from hvdkit.runtime.environments.slurm import Slot, gloo_env, host_plan
 
 
 def plan(node_ids: list[str]) -> list[Slot]:
@@ -64,6 +63,7 @@ class HorovodConfig(BackendConfig):
 
     @property
     def backend_cls(self) -> type[Backend]:
+        """The backend Ray Train instantiates."""
         return _HorovodBackend
 
 
@@ -71,12 +71,12 @@ class _HorovodBackend(Backend):
     share_cuda_visible_devices = True  # Horovod picks a GPU by local rank among the node's visible ones
     server: Any = None
 
-    def on_start(self, worker_group: Any, backend_config: HorovodConfig) -> None:
+    def on_start(self, worker_group: Any, backend_config: BackendConfig) -> None:
         self.on_shutdown(worker_group, backend_config)  # a restart: the old job's server is of no use
-        self.server, envs = rendezvous(worker_group.execute(_node_id), backend_config.verbose)
+        self.server, envs = rendezvous(worker_group.execute(_node_id), getattr(backend_config, "verbose", 0))
         ray.get([worker_group.execute_single_async(i, _set_env, env) for i, env in enumerate(envs)])
 
-    def on_shutdown(self, worker_group: Any, backend_config: HorovodConfig) -> None:
+    def on_shutdown(self, worker_group: Any, backend_config: BackendConfig) -> None:
         if self.server is not None:
             self.server.stop()
             self.server = None
@@ -116,7 +116,9 @@ class HorovodTrainer(DataParallelTrainer):
         if not isinstance(scaling_config, ScalingConfig):
             raise TypeError(f"scaling_config must be a ray.train.ScalingConfig (Train V2), got "
                             f"{type(scaling_config).__module__}.{type(scaling_config).__name__}")
-        if scaling_config.min_workers < 1:  # Ray would run the function once in this process, without Horovod
+        n = scaling_config.num_workers
+        self._min_workers = n if isinstance(n, int) else n[0]
+        if self._min_workers < 1:  # Ray would run the function once in this process, without Horovod
             raise ValueError(f"ScalingConfig(num_workers={scaling_config.num_workers!r}): hvdkit's HorovodTrainer "
                              "needs num_workers >= 1 (one Horovod rank per Ray worker)")
         super().__init__(train_loop_per_worker, backend_config=horovod_config or HorovodConfig(),
@@ -125,6 +127,6 @@ class HorovodTrainer(DataParallelTrainer):
     def fit(self) -> Any:
         """Check the scaling request against the live cluster, then train (``DataParallelTrainer.fit``)."""
         sc = self.scaling_config
-        check_resources(sc.min_workers, sc._resources_per_worker_not_none,
+        check_resources(self._min_workers, sc._resources_per_worker_not_none,
                         what=f"ScalingConfig(num_workers={sc.num_workers!r}, use_gpu={sc.use_gpu})")
         return super().fit()

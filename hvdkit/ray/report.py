@@ -49,6 +49,7 @@ class RayCheckpoint(Callback):
                         _put(f, folder / f.name)
 
     def on_epoch_save(self, state: TrainState) -> None:
+        """Report this epoch (every rank), with the checkpoint written for it (rank 0)."""
         metrics: dict[str, Any] = {k: v for k, v in state.logs.items() if isinstance(v, (int, float))}
         metrics.update(epoch=state.epoch, global_step=state.global_step, lr=state.ops.get_lr())
         manifest = self.checkpoint.wait()  # None on ranks other than the writer

@@ -130,8 +130,8 @@ def _newest_tensors(folder: Path) -> tuple[str, dict]:
 
 
 def _steps(log: Path) -> list[tuple[int, int, float, float]]:
-    return [(int(p), int(s), float(t), float(lr)) for p, s, t, lr in (line.split() for line in log.read_text().split("\n")
-                                                                  if line)]
+    rows = (line.split() for line in log.read_text().splitlines() if line)
+    return [(int(p), int(s), float(t), float(lr)) for p, s, t, lr in rows]
 
 
 def test_two_workers_equal_one_worker_with_twice_the_batch(cluster, tmp_path):
