@@ -12,6 +12,7 @@ rank-0 log queue) are accepted and not called.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,8 +25,6 @@ class _Worker:
     """One Ray actor: one Horovod rank once its variables are set."""
 
     def __init__(self, extra_env: Mapping[str, str]) -> None:
-        import os
-
         os.environ.update(extra_env)
         self.executable: Any = None
 
@@ -33,8 +32,6 @@ class _Worker:
         return ray.get_runtime_context().get_node_id()
 
     def setup(self, env: Mapping[str, str], cls: type | None, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-        import os
-
         os.environ.update(env)
         self.executable = cls(*args, **kwargs) if cls is not None else None
 
@@ -83,20 +80,19 @@ class RayExecutor:
         order = sorted(range(len(envs)), key=lambda i: int(envs[i]["HOROVOD_RANK"]))
         self.workers = [self.workers[i] for i in order]  # rank order, for run()'s values
 
-    def _need_start(self) -> None:
+    def _started(self) -> list[Any]:
         if not self.workers:
             raise RuntimeError("RayExecutor: call start() first")
+        return self.workers
 
     def execute(self, fn: Callable[[Any], Any], callbacks: Any = None) -> list[Any]:
         """``fn(executable)`` on every worker; the values in rank order."""
-        self._need_start()
-        return ray.get([w.execute.remote(fn) for w in self.workers])
+        return ray.get([w.execute.remote(fn) for w in self._started()])
 
     def run_remote(self, fn: Callable[..., Any], args: Sequence[Any] | None = None,
                    kwargs: Mapping[str, Any] | None = None) -> list[Any]:
         """``fn(*args, **kwargs)`` on every worker; its ObjectRefs in rank order."""
-        self._need_start()
-        return [w.run.remote(fn, list(args or ()), dict(kwargs or {})) for w in self.workers]
+        return [w.run.remote(fn, list(args or ()), dict(kwargs or {})) for w in self._started()]
 
     def run(self, fn: Callable[..., Any], args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
             callbacks: Any = None) -> list[Any]:
@@ -105,8 +101,7 @@ class RayExecutor:
 
     def execute_single(self, fn: Callable[[Any], Any]) -> Any:
         """``fn(executable)`` on rank 0."""
-        self._need_start()
-        return ray.get(self.workers[0].execute.remote(fn))
+        return ray.get(self._started()[0].execute.remote(fn))
 
     def shutdown(self) -> None:
         """Stop the actors and the rendezvous server."""
