@@ -107,6 +107,7 @@ def collect() -> Report:
     f["tensorflow"] = _version("tensorflow-cpu") or _version("tensorflow")
     f["keras"] = _version("keras")
     f["horovod"] = _version("horovod")
+    f["ray"] = _version("ray")  # hvdkit[ray]: hvdkit.ray trains on a Ray cluster
     f["tested"] = {name: tested_range(name) for name in TESTED}
     for name in TESTED:
         message = untested(name, f[name])

@@ -17,7 +17,7 @@ def test_core_imports_no_framework():
     out = run("""
         import sys
         import hvdkit, hvdkit.core, hvdkit.callbacks, hvdkit.core.engine, hvdkit.doctor, hvdkit.cli
-        heavy = sorted(m for m in ("torch", "tensorflow", "keras", "horovod") if m in sys.modules)
+        heavy = sorted(m for m in ("torch", "tensorflow", "keras", "horovod", "ray") if m in sys.modules)
         print("HEAVY", heavy)
     """)
     assert out.returncode == 0, out.stderr
@@ -46,3 +46,8 @@ def test_missing_torch_names_the_extra():
 def test_missing_horovod_names_the_build_command():
     out = run(BLOCK.format(mod="horovod", adapter="hvdkit.torch"))
     assert "ERR" in out.stdout and "hvdkit build-horovod" in out.stdout, out.stdout + out.stderr
+
+
+def test_missing_ray_names_the_extra():
+    out = run(BLOCK.format(mod="ray", adapter="hvdkit.ray"))
+    assert "ERR" in out.stdout and "pip install 'hvdkit[ray]'" in out.stdout, out.stdout + out.stderr

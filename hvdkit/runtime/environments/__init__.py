@@ -1,6 +1,6 @@
 """Which launcher started this process, and what hvdkit does with it.
 
-One module per launcher (:mod:`.local`, :mod:`.slurm`, :mod:`.mpijob`, :mod:`.spark`). :func:`detect`
+One module per launcher (:mod:`.local`, :mod:`.slurm`, :mod:`.mpijob`, :mod:`.spark`, :mod:`.ray`). :func:`detect`
 names the context for ``hvdkit doctor``; :func:`prepare_process` is what the adapters' ``init()`` call
 before ``hvd.init()``.
 """
@@ -11,7 +11,7 @@ import os
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-from hvdkit.runtime.environments import local, mpijob, slurm, spark, trainjob
+from hvdkit.runtime.environments import local, mpijob, ray, slurm, spark, trainjob
 
 _MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 
@@ -20,7 +20,7 @@ _MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 class LauncherContext:
     """What started this process (``kind``), in words (``detail``), and what hvdkit will use."""
     kind: str  # local | horovodrun | mpi | slurm-allocation | slurm-step | slurm-gloo | mpijob | spark | spark-task
-    #            | spark-driver | trainjob
+    #            | spark-driver | trainjob | ray | ray-driver
     detail: str
     uses: str
     problem: str | None = None  # set when this process cannot train as launched
@@ -37,6 +37,8 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
         controller = "Gloo" if "HOROVOD_RANK" in env else "MPI"
         return LauncherContext("spark", spark.describe(env),
                                f"Horovod's {controller} controller, as horovod.spark.run set it up")
+    if ray.in_train_worker(env):  # before horovodrun: the backend set Horovod's variables too
+        return LauncherContext("ray", ray.describe(env), "Horovod's Gloo controller, as hvdkit.ray's backend set it up")
     if "HOROVOD_RANK" in env and "HOROVOD_HOSTNAME" in env:
         return LauncherContext("horovodrun", local.horovodrun_describe(env), "Horovod's Gloo controller, as set")
     mpi_var = next((v for v in _MPI_RANK_VARS if v in env), None)
@@ -79,6 +81,9 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
     if driver is not None:
         return LauncherContext("spark-driver", spark.describe_driver(driver),
                                "one process here; hvdkit.spark.run(fn, num_proc=N) trains in N Spark tasks")
+    if "RAY_ADDRESS" in env:
+        return LauncherContext("ray-driver", ray.describe(env), "one process here; hvdkit.ray.HorovodTrainer(train, "
+                               "scaling_config=ScalingConfig(num_workers=N)).fit() trains on N Ray workers")
     return LauncherContext("local", local.describe(cores),
                            "one process, or `horovodrun -np N -H localhost:N` for N on this machine")
 
