@@ -13,6 +13,7 @@ from importlib import metadata
 from typing import Any
 
 from hvdkit.buildtools.pythons import is_supported, supported_names
+from hvdkit.runtime.env_vars import env_problems
 from hvdkit.runtime.environments import detect as detect_launcher
 from hvdkit.runtime.frameworks import TESTED, tested_range, untested
 from hvdkit.runtime.tuning import (
@@ -130,6 +131,8 @@ def collect() -> Report:
         r.problem(launcher.problem, "see docs/clusters.md (Slurm)")
 
     _spark(r)
+    for what, fix in env_problems():
+        r.problem(what, fix)
 
     f["supported_pythons"] = supported_names()
     if not is_supported():

@@ -21,10 +21,12 @@ import shutil
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from hvdkit.core import run_lock
 from hvdkit.core.atomic_file import CHECKSUM, Payload, atomic_write, checksum, fsync_dir
 from hvdkit.core.validation import check_int
 
@@ -93,13 +95,22 @@ class CheckpointStore:
             raise ValueError(f"directory must be a directory path, got {str(directory)!r}, which is an existing file")
         self.directory = path
         self._pruner: threading.Thread | None = None
+        self._lock: run_lock.RunLock | None = None
 
     def probe(self) -> None:
-        """Before training, write and remove a small file here; raises an OSError naming folder and reason."""
+        """Before training, write and remove a small file here and take the folder's writer lock
+        (:mod:`hvdkit.core.run_lock`, held while this store lives); raises an OSError naming folder and
+        reason, a :class:`~hvdkit.core.run_lock.FolderLocked` naming the live run that writes here."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             atomic_write(self.directory / ".hvdkit-write-probe", b"\0" * 4096)
             (self.directory / ".hvdkit-write-probe").unlink()
+            if self._lock is None:
+                self._lock = run_lock.acquire(self.directory)
+                if self._lock is not None:
+                    weakref.finalize(self, self._lock.release)
+        except run_lock.FolderLocked:
+            raise
         except OSError as exc:
             raise OSError(exc.errno, f"cannot write checkpoints to directory {str(self.directory)!r}: "
                                      f"{exc.strerror or exc}") from exc
@@ -111,6 +122,8 @@ class CheckpointStore:
         :func:`hvdkit.core.checkpoint_tree.split`). Checkpoints of ``run_id`` beyond ``keep`` are deleted
         on a background thread (:meth:`flush` waits for it). An OSError names the file not written."""
         self.flush()
+        if self._lock is not None:
+            self._lock.set_run_id(run_id)
         stem = f"ckpt-{epoch:06d}-{global_step:010d}"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)

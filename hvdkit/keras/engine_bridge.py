@@ -18,6 +18,7 @@ import keras
 
 from hvdkit.core.callback import Callback
 from hvdkit.core.engine import Engine
+from hvdkit.keras import stop_training
 from hvdkit.keras.mixed_precision import check_loss_scaling
 from hvdkit.keras.ops import KerasOps
 from hvdkit.tensorflow.comm import HorovodComm
@@ -117,10 +118,18 @@ class EngineBridge(keras.callbacks.Callback):
         engine = self.engine
         if engine.driver is not None:
             return
+        if self.params.get("steps") is None:  # Keras's "unknown or infinite" (tf.data cardinality < 0)
+            raise ValueError(
+                "model.fit needs steps_per_epoch here: the training data has no known length (a tf.data.Dataset "
+                "that repeat()s forever, or one of unknown cardinality, e.g. after filter()), so epoch 0 would never "
+                "end, or the ranks would run different numbers of steps and wait for each other. Pass "
+                "steps_per_epoch=<steps per rank> to model.fit")
         engine.driver = self
         try:
             check_loss_scaling(self.model)
             engine.train_begin(int(self.params.get("epochs") or 0), steps_per_epoch=self.params.get("steps"))
+            if not engine.state.elastic:
+                stop_training.agree(self.model, engine.state.comm)  # one rank's stop stops all
         except BaseException:
             engine.driver = None
             engine.dispatcher.clear()
@@ -155,6 +164,7 @@ class EngineBridge(keras.callbacks.Callback):
             self.engine.batch_end(logs, advance=False)
             if self.engine.state.stop_training:
                 self.model.stop_training = True
+            stop_training.arm(self.model)
 
     def on_epoch_end(self, epoch: int, logs: KerasLogs = None) -> None:
         """End the engine's epoch and write the (averaged) logs back into Keras's."""
@@ -166,6 +176,7 @@ class EngineBridge(keras.callbacks.Callback):
             logs.update(new)  # in place: History and the progress bar come later in the list
         if self.engine.state.stop_training:
             self.model.stop_training = True
+        stop_training.arm(self.model)
 
     def on_test_begin(self, logs: KerasLogs = None) -> None:
         """Validation inside ``fit`` begins: the engine's ``EVAL_BEGIN``."""
@@ -187,6 +198,7 @@ class EngineBridge(keras.callbacks.Callback):
         try:
             self.engine.train_end()
         finally:
+            stop_training.release(self.model)
             self.engine.driver = None
             # The next fit registers the callbacks it is given; the state carries over.
             self.engine.dispatcher.clear()

@@ -10,6 +10,7 @@ from typing import Any
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
+from hvdkit.runtime.env_vars import check_env
 from hvdkit.runtime.environments import prepare_process
 from hvdkit.runtime.frameworks import warn_if_untested
 from hvdkit.runtime.tuning import apply_runtime_defaults, check_comm, check_threads, resolve_threads, timeline_env
@@ -33,6 +34,7 @@ def init(comm: Any = None, process_sets: Any = None, *, threads: int | None = No
     timeline_env(timeline)
     # Listing physical devices does not start TF's runtime: the thread pools can still be set.
     apply_runtime_defaults(cpu=not tf.config.list_physical_devices("GPU"))
+    check_env()  # Horovod would take a bad value silently
     hvd.init(comm=comm, process_sets=process_sets)
     n = resolve_threads(threads, hvd.local_size())
     if n is None:

@@ -12,6 +12,7 @@ from hvdkit.core.comm import under_elastic_driver
 from hvdkit.core.deprecation import reject_unknown, renamed_kwarg
 from hvdkit.core.process_set import check_process_set
 from hvdkit.core.validation import check_int
+from hvdkit.torch.ops import broadcast_optimizer_state, broadcast_parameters
 from hvdkit.torch.state_broadcast import broadcast_within
 
 
@@ -58,8 +59,8 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
         # Under the elastic driver the elastic state's first sync broadcasts instead: a worker
         # that joins later would otherwise wait here in a broadcast no one else is in (horovod#2652).
         if process_set is None:
-            hvd.broadcast_parameters(model.state_dict(), root_rank=root_rank)
-            hvd.broadcast_optimizer_state(optimizer, root_rank=root_rank)
+            broadcast_parameters(model.state_dict(), root_rank=root_rank)
+            broadcast_optimizer_state(optimizer, root_rank=root_rank)
         else:
             broadcast_within(model, optimizer, root_rank, process_set)
     extra = {} if process_set is None else {"process_set": process_set}

@@ -1,9 +1,10 @@
 """Horovod 0.28.1's ``horovod.torch`` API, for ``import hvdkit.torch as hvd`` in a Horovod script.
 
 Every name is Horovod's own object, re-exported unchanged (Horovod's API reference is the contract),
-except ``init`` (:func:`hvdkit.torch.runtime.init`: Horovod's signature plus ``threads=``/``timeline=``)
-and ``elastic`` (:mod:`hvdkit.torch.elastic`). These names are ``hvdkit.torch.__horovod_all__``;
-hvdkit's own are ``hvdkit.torch.__all__``.
+except ``init`` (:func:`hvdkit.torch.runtime.init`: Horovod's signature plus ``threads=``/``timeline=``),
+``elastic`` (:mod:`hvdkit.torch.elastic`), and ``broadcast_parameters``/``broadcast_optimizer_state``
+(:mod:`hvdkit.torch.ops`: Horovod's, after a check that every rank broadcasts the same structure).
+These names are ``hvdkit.torch.__horovod_all__``; hvdkit's own are ``hvdkit.torch.__all__``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import horovod.torch as _hvd
 
 from hvdkit.torch import elastic as elastic
+from hvdkit.torch.ops import broadcast_optimizer_state as broadcast_optimizer_state
+from hvdkit.torch.ops import broadcast_parameters as broadcast_parameters
 from hvdkit.torch.runtime import init as init
 
 #: Horovod 0.28.1's public ``horovod.torch`` names that are re-exported as they are.
@@ -18,8 +21,8 @@ _REEXPORTED = [
     "Adasum", "Average", "Compression", "DistributedOptimizer", "HorovodInternalError", "Max", "Min", "Product",
     "ProcessSet", "Sum", "SyncBatchNorm", "add_process_set", "allgather", "allgather_async", "allgather_object",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "alltoall", "alltoall_async", "barrier",
-    "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object", "broadcast_optimizer_state",
-    "broadcast_parameters", "ccl_built", "cross_rank", "cross_size", "cuda_built", "ddl_built", "global_process_set",
+    "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object",
+    "ccl_built", "cross_rank", "cross_size", "cuda_built", "ddl_built", "global_process_set",
     "gloo_built", "gloo_enabled", "grouped_allgather", "grouped_allgather_async", "grouped_allreduce",
     "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_", "grouped_reducescatter",
     "grouped_reducescatter_async", "is_initialized", "join", "local_rank", "local_size", "mpi_built", "mpi_enabled",
@@ -30,5 +33,5 @@ _REEXPORTED = [
 globals().update({_name: getattr(_hvd, _name) for _name in _REEXPORTED})
 
 #: Every Horovod name ``hvdkit.torch`` provides (Horovod 0.28.1's ``horovod.torch`` public API).
-__horovod_all__ = sorted([*_REEXPORTED, "elastic", "init"])
+__horovod_all__ = sorted([*_REEXPORTED, "broadcast_optimizer_state", "broadcast_parameters", "elastic", "init"])
 __all__ = __horovod_all__

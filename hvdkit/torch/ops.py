@@ -1,8 +1,10 @@
-"""The core's FrameworkOps for PyTorch: LR/momentum access and checkpoint snapshots."""
+"""The core's FrameworkOps for PyTorch: LR/momentum access, checkpoint snapshots, and Horovod's state
+broadcasts with a structure check first."""
 
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections import OrderedDict
 from typing import Any
 
@@ -55,6 +57,60 @@ def load_tensors(tree: Any, data: bytes) -> Any:
     from safetensors.torch import load
 
     return join(tree, load(data))  # each tensor owns a writable copy of its bytes
+
+
+def _describe(entry: Any) -> str:
+    return "nothing" if entry is None else f"{entry[0]!r} ({entry[1]})"
+
+
+def agree_on_layout(what: str, layout: list[tuple[Any, str]]) -> None:
+    """Raise on every rank, naming the first difference, unless every rank's ``layout`` (a list of
+    ``(name, description)``) is the same: a broadcast of differently named or shaped tensors waits forever.
+    The matching case costs one allgather of a digest; only a mismatch gathers the layouts."""
+    digest = hashlib.sha256(repr(layout).encode()).hexdigest()
+    if len(set(hvd.allgather_object(digest, name=f"hvdkit.check.{what}"))) == 1:
+        return
+    layouts = hvd.allgather_object(layout, name=f"hvdkit.check.{what}.layout")
+    for other, theirs in enumerate(layouts):
+        for i in range(max(len(layouts[0]), len(theirs))):
+            mine = layouts[0][i] if i < len(layouts[0]) else None
+            their = theirs[i] if i < len(theirs) else None
+            if mine != their:
+                raise ValueError(
+                    f"{what}: the ranks hold different structures, so the broadcast would wait forever: at position "
+                    f"{i} rank 0 has {_describe(mine)} and rank {other} has {_describe(their)} (rank 0 has "
+                    f"{len(layouts[0])} entries, rank {other} {len(theirs)}); build the same model and optimizer "
+                    "on every rank")
+    raise ValueError(f"{what}: the ranks hold different structures")  # digests differ only if layouts do
+
+
+def _tensor_text(t: Any) -> str:
+    return f"shape {list(t.shape)}, {t.dtype}" if isinstance(t, torch.Tensor) else type(t).__name__
+
+
+def broadcast_parameters(params: Any, root_rank: int) -> None:
+    """Horovod's ``broadcast_parameters`` after checking every rank passes the same names, shapes and dtypes."""
+    if isinstance(params, dict):
+        items = sorted(params.items())
+    elif isinstance(params, list):
+        items = [p if isinstance(p, tuple) else (None, p) for p in params]
+    else:
+        raise ValueError(f"params must be a dict (a state_dict()) or a list of tensors or (name, tensor) pairs "
+                         f"(list(model.named_parameters())), got {type(params).__name__}")
+    agree_on_layout("broadcast_parameters", [(name, _tensor_text(t)) for name, t in items])
+    hvd.broadcast_parameters(params, root_rank)
+
+
+def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int, model: Any = None) -> None:
+    """Horovod's ``broadcast_optimizer_state`` after checking every rank has the same optimizer class,
+    parameter groups (option names) and parameters (shapes, dtypes)."""
+    layout: list[tuple[Any, str]] = [("optimizer", type(optimizer).__name__)]
+    for i, group in enumerate(optimizer.param_groups):
+        options = sorted(k for k in group if k != "params")
+        layout.append((f"param_groups[{i}]", f"options {options}"))
+        layout += [(f"param_groups[{i}].params[{j}]", _tensor_text(p)) for j, p in enumerate(group["params"])]
+    agree_on_layout("broadcast_optimizer_state", layout)
+    hvd.broadcast_optimizer_state(optimizer, root_rank, model=model)
 
 
 class TorchOps:
@@ -129,8 +185,8 @@ class TorchOps:
         if process_set is not None:
             broadcast_within(self.model, self.optimizer, root_rank, process_set)
             return
-        hvd.broadcast_parameters(self.model.state_dict(), root_rank=root_rank)
-        hvd.broadcast_optimizer_state(self.optimizer, root_rank=root_rank)
+        broadcast_parameters(self.model.state_dict(), root_rank=root_rank)
+        broadcast_optimizer_state(self.optimizer, root_rank=root_rank)
 
     def dump(self, obj: Any) -> tuple[Any, Any]:
         """``obj`` as a JSON tree plus a payload that writes its tensors as safetensors (format 4:

@@ -8,6 +8,7 @@ from typing import Any
 import horovod.torch as hvd
 import torch
 
+from hvdkit.runtime.env_vars import check_env
 from hvdkit.runtime.environments import prepare_process
 from hvdkit.runtime.frameworks import warn_if_untested
 from hvdkit.runtime.tuning import apply_runtime_defaults, check_comm, check_threads, resolve_threads, timeline_env
@@ -26,6 +27,7 @@ def init(comm: Any = None, process_sets: Any = None, *, threads: int | None = No
     prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     timeline_env(timeline)
     apply_runtime_defaults(cpu=not torch.cuda.is_available())
+    check_env()  # Horovod would take a bad value silently
     hvd.init(comm=comm, process_sets=process_sets)
     n = resolve_threads(threads, hvd.local_size())
     if n is not None:

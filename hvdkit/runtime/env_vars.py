@@ -1,0 +1,87 @@
+"""The HOROVOD_* and HVDKIT_* variables hvdkit sets or reads, and what each may hold.
+
+Horovod parses its variables with C's ``strtol``/``strtod`` and takes whatever comes out: ``abc`` reads
+as 0 and a negative cycle time makes the background thread spin on a core. ``init()`` and
+``hvdkit doctor`` check them here first, from this one table.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+from collections.abc import Callable, Mapping
+
+
+def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], bool]:
+    def ok(text: str) -> bool:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            return False
+        return value >= minimum and (maximum is None or value <= maximum)
+    return ok
+
+
+def _number(minimum: float, strict: bool) -> Callable[[str], bool]:
+    def ok(text: str) -> bool:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            return False
+        return math.isfinite(value) and (value > minimum if strict else value >= minimum)
+    return ok
+
+
+def _choice(*choices: str) -> Callable[[str], bool]:
+    return lambda text: text.strip().lower() in choices
+
+
+def _shell_words(text: str) -> bool:
+    try:
+        shlex.split(text)
+    except ValueError:
+        return False
+    return True
+
+
+# name -> (check, what is allowed, an example value)
+ENV_VARS: dict[str, tuple[Callable[[str], bool], str, str]] = {
+    "HOROVOD_CYCLE_TIME": (_number(0, strict=True), "a number of milliseconds > 0", "0.1"),
+    "HOROVOD_FUSION_THRESHOLD": (_integer(0), "an integer number of bytes >= 0", str(1 << 20)),
+    "HOROVOD_STALL_CHECK_TIME_SECONDS": (_integer(0), "an integer number of seconds >= 0", "60"),
+    "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": (_integer(0), "an integer number of seconds >= 0", "600"),
+    "HOROVOD_RANK": (_integer(0), "an integer >= 0", "0"),
+    "HOROVOD_SIZE": (_integer(1), "an integer >= 1", "2"),
+    "HOROVOD_LOCAL_RANK": (_integer(0), "an integer >= 0", "0"),
+    "HOROVOD_LOCAL_SIZE": (_integer(1), "an integer >= 1", "2"),
+    "HOROVOD_CROSS_RANK": (_integer(0), "an integer >= 0", "0"),
+    "HOROVOD_CROSS_SIZE": (_integer(1), "an integer >= 1", "1"),
+    "HOROVOD_CONTROLLER": (_choice("mpi", "gloo"), "mpi or gloo", "gloo"),
+    "HOROVOD_CPU_OPERATIONS": (_choice("mpi", "gloo", "ccl"), "mpi, gloo or ccl", "gloo"),
+    "HOROVOD_ELASTIC": (_choice("0", "1"), "0 or 1", "1"),
+    "HOROVOD_GLOO_RENDEZVOUS_PORT": (_integer(1, 65535), "a TCP port, 1 to 65535", "29500"),
+    "HVDKIT_THREADS": (_integer(1), "an integer >= 1", "4"),
+    "HVDKIT_NO_TUNING": (_choice("0", "1"), "0 or 1", "1"),
+    "HVDKIT_CHECKPOINT_WAIT": (_number(0, strict=False), "a number of seconds >= 0", "600"),
+    "HVDKIT_SRUN_ARGS": (_shell_words, "srun options as a shell would split them (balanced quotes)",
+                         "--exclusive"),
+}
+
+
+def env_problems(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """``(problem, fix)`` for every variable of :data:`ENV_VARS` set to a value it may not hold."""
+    env = os.environ if environ is None else environ
+    found = []
+    for name, (ok, allowed, example) in ENV_VARS.items():
+        value = env.get(name)
+        if value is not None and not ok(value):
+            found.append((f"{name} must be {allowed}, got {value!r}", f"export {name}={example}, or unset {name}"))
+    return found
+
+
+def check_env(environ: Mapping[str, str] | None = None) -> None:
+    """Before ``hvd.init()``: a ValueError naming every bad variable, its value and what is allowed."""
+    problems = env_problems(environ)
+    if problems:
+        raise ValueError("bad environment variable(s): " + "; ".join(f"{p} ({fix})" for p, fix in problems))

@@ -1,0 +1,55 @@
+"""HOROVOD_*/HVDKIT_* values Horovod would take silently are refused by init() and reported by doctor."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import REPO, requires_horovod
+
+from hvdkit import doctor
+from hvdkit.runtime.env_vars import ENV_VARS, check_env, env_problems
+from hvdkit.runtime.tuning import runtime_defaults
+
+
+def test_bad_values_are_named_with_the_value_and_what_is_allowed():
+    env = {"HOROVOD_FUSION_THRESHOLD": "abc", "HOROVOD_CYCLE_TIME": "-1", "HVDKIT_THREADS": "0",
+           "HVDKIT_NO_TUNING": "yes", "HOROVOD_STALL_CHECK_TIME_SECONDS": "60"}
+    problems = dict(env_problems(env))
+    assert set(problems) == {"HOROVOD_FUSION_THRESHOLD must be an integer number of bytes >= 0, got 'abc'",
+                             "HOROVOD_CYCLE_TIME must be a number of milliseconds > 0, got '-1'",
+                             "HVDKIT_THREADS must be an integer >= 1, got '0'",
+                             "HVDKIT_NO_TUNING must be 0 or 1, got 'yes'"}
+    assert problems["HOROVOD_CYCLE_TIME must be a number of milliseconds > 0, got '-1'"] == \
+        "export HOROVOD_CYCLE_TIME=0.1, or unset HOROVOD_CYCLE_TIME"
+    with pytest.raises(ValueError, match=r"HOROVOD_CYCLE_TIME must .* got '-1'.*HOROVOD_FUSION_THRESHOLD .* 'abc'"):
+        check_env(env)
+    for bad in ("nan", "inf", "0", ""):
+        assert env_problems({"HOROVOD_CYCLE_TIME": bad}), bad
+
+
+def test_every_value_hvdkit_sets_and_every_example_passes():
+    assert env_problems({k: v for k, (v, _why) in runtime_defaults(cpu=True).items()}) == []
+    assert env_problems({name: example for name, (_ok, _allowed, example) in ENV_VARS.items()}) == []
+    check_env({})
+
+
+def test_doctor_reports_a_bad_variable_with_its_fix(monkeypatch):
+    monkeypatch.setattr(doctor, "_horovod_build", lambda report: None)  # the build is not what is tested here
+    monkeypatch.setenv("HOROVOD_CYCLE_TIME", "-1")
+    text = doctor.render(doctor.collect())
+    assert "HOROVOD_CYCLE_TIME must be a number of milliseconds > 0, got '-1'" in text
+    assert "fix: export HOROVOD_CYCLE_TIME=0.1, or unset HOROVOD_CYCLE_TIME" in text
+    assert "No problems found" not in text
+
+
+@requires_horovod
+@pytest.mark.timeout(120)
+def test_init_refuses_a_bad_value_before_horovod_starts():
+    # hvdkit.keras's init makes the same call; importing TensorFlow would add 15 s here
+    code = "import hvdkit.torch as hk\nhk.init()\nprint('INITIALISED')"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "HOROVOD_FUSION_THRESHOLD": "abc"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100, env=env)
+    assert proc.returncode != 0 and "INITIALISED" not in proc.stdout
+    assert "ValueError: bad environment variable(s): HOROVOD_FUSION_THRESHOLD must be an integer number of " \
+           "bytes >= 0, got 'abc'" in proc.stderr
