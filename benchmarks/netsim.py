@@ -151,6 +151,12 @@ class Cluster:
         return r["latency_ms"]
 
     # -- jobs -----------------------------------------------------------------------------------------
+    def _env(self, env: dict[str, str] | None) -> dict[str, str]:
+        return {**os.environ, "HVDKIT_NETSIM_TAG": self.tag,
+                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+                # ranks wait for the network most of the time: let the 2 cores go to the one that can work
+                "OMPI_MCA_mpi_yield_when_idle": "1", "OMP_NUM_THREADS": "1", **(env or {})}
+
     def mpirun(self, hosts: Sequence[str], module: str, args: Sequence[str], env: dict[str, str] | None = None,
                timeout: float = 900) -> dict:
         """Run ``python -m module args --results FILE`` with one rank on each of ``hosts``; rank 0's JSON."""
@@ -163,10 +169,7 @@ class Cluster:
                    "--bind-to", "none", "--mca", "plm_rsh_agent", str(AGENT), "--mca", "plm_rsh_no_tree_spawn", "1",
                    "--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", net,
                    "--mca", "oob_tcp_if_include", net, sys.executable, "-m", module, *args, "--results", str(out)]
-            penv = {**os.environ, "HVDKIT_NETSIM_TAG": self.tag,
-                    "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
-                    # ranks wait for the network most of the time: let the 2 cores go to the one that can work
-                    "OMPI_MCA_mpi_yield_when_idle": "1", "OMP_NUM_THREADS": "1", **(env or {})}
+            penv = self._env(env)
             proc = subprocess.run(cmd, env=penv, capture_output=True, text=True, timeout=timeout, cwd=REPO,
                                   start_new_session=True)
             if proc.returncode != 0 or not out.exists():
