@@ -108,7 +108,7 @@ def run(quick: bool, rounds: int, log: Log) -> Result:
 
             c.shape(1.0)
             training = sync_vs_async(c, log)
-    return {"rows": rows, "latency_ms": alpha, "link_ceiling_gbit": ceiling, "training": training,
+    return {"rows": rows, "cluster": c.tag, "latency_ms": alpha, "link_ceiling_gbit": ceiling, "training": training,
             "targets": targets(rows), "plan_error": plan_error(rows),
             "timings": {f"{r['algorithm']} n={r['nodes']} {r['link_gbit']:g}G {r['payload_bytes'] >> 20}MiB":
                         r["rounds"] for r in rows}}
