@@ -148,6 +148,7 @@ def _number(lo: float, integer: bool = False, lo_open: bool = False):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``hvdkit plan``: parse and check the arguments, print the plan (or its JSON); the exit status."""
     p = argparse.ArgumentParser(prog="hvdkit plan", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     what = p.add_mutually_exclusive_group(required=True)

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import argparse
 import time
-
 from typing import Any
 
 import numpy as np
+
 from benchmarks.workers.common import positive, write_result
 
 CHUNK = 4 << 20  # elements a server receives from every worker at once (16 MiB each)

@@ -63,7 +63,7 @@ def test_fusion_threshold_grows_with_latency_and_stays_in_range():
 
 
 def test_unknown_algorithm_is_refused_by_name():
-    with pytest.raises(ValueError, match="algorithm must be one of ring, .* got 'butterfly'"):
+    with pytest.raises(ValueError, match=r"algorithm must be one of ring, .* got 'butterfly'"):
         plan.bound_seconds("butterfly", 1, 2, 1.0, 0.0)
 
 
