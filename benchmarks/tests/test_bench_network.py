@@ -21,7 +21,7 @@ def test_network_smoke_two_nodes(tmp_path):
         pytest.skip("network namespaces and tc need root")
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "run"), "network", "--quick", "--out",
                            str(tmp_path)], capture_output=True, text=True, timeout=280, cwd=REPO,
-                          env={**os.environ, "HVDKIT_NETWORK_SMOKE": "1"})
+                          env={**os.environ, "HVDKIT_NETWORK_GRID": "smoke"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     net = json.loads((tmp_path / "results.json").read_text())["suites"]["network"]
     rows = {r["algorithm"]: r for r in net["rows"]}
