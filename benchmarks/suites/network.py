@@ -121,6 +121,7 @@ def run(quick: bool, rounds: int, log: Log) -> Result:
                 training = {"error": str(exc)[-2000:]}
     return {"rows": rows, "cluster": c.tag, "latency_ms": alpha, "link_ceiling_gbit": ceiling, "training": training,
             "targets": targets(rows), "plan_error": plan_error(rows),
+            "calibration": calibration(rows),
             "timings": {f"{r['algorithm']} n={r['nodes']} {r['link_gbit']:g}G {r['payload_bytes'] >> 20}MiB":
                         r["rounds"] for r in rows}}
 
@@ -179,6 +180,17 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(target("hvdkit plan: |predicted / measured - 1| on held-out configurations (every one)", held,
                           0.25, lower_is_better=True))
     return out
+
+
+def calibration(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What hvdkit/plan.py's constants would be from this run's calibration rows (``plan.CALIBRATED_ON``): per
+    algorithm, the median of bound / measured; fp16's cast time per parameter beyond ring's efficiency."""
+    cal = [r for r in rows if not r["held_out"]]
+    eff = {k: median([r["bound_seconds"] / r["seconds"] for r in cal if r["plan_algorithm"] == k])
+           for k in sorted({r["plan_algorithm"] for r in cal})}
+    casts = [(r["seconds"] - r["bound_seconds"] / eff["ring"]) / (r["payload_bytes"] / 4) for r in cal
+             if r["plan_algorithm"] == "ring_fp16" and "ring" in eff]
+    return {"efficiency": eff, "cast_seconds_per_param": median(casts) if casts else None}
 
 
 def plan_error(rows: list[dict[str, Any]]) -> dict[str, Any]:
