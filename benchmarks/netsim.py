@@ -112,15 +112,19 @@ class Cluster:
             etc.mkdir(parents=True, exist_ok=True)
             (etc / "hosts").write_text(f"127.0.0.1 localhost\n{self.addr(i)} node{i}\n")
 
-    def close(self) -> None:
-        for i in range(self.n):
-            ns = self.ns(i)
-            pids = _ip("netns", "pids", ns, check=False).stdout.split()
-            for pid in pids:
+    def _kill(self, hosts: Sequence[str]) -> None:
+        """SIGKILL every process in the namespaces of ``hosts`` (addresses)."""
+        for host in hosts:
+            for pid in _ip("netns", "pids", f"{self.tag}-{host.rsplit('.', 1)[1]}", check=False).stdout.split():
                 try:
                     os.kill(int(pid), 9)
                 except (ProcessLookupError, ValueError):
                     pass
+
+    def close(self) -> None:
+        self._kill(self.hosts(self.n))
+        for i in range(self.n):
+            ns = self.ns(i)
             _ip("netns", "del", ns, check=False)
             shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
         _ip("link", "del", self.bridge, check=False)
@@ -147,7 +151,8 @@ class Cluster:
     def latency_ms(self) -> float:
         """The one-way latency between two nodes, in ms: half the median round trip of a 1-byte MPI
         message (this machine has no ping), so it includes what MPI's TCP transport adds, as alpha should."""
-        r = self.mpirun(self.hosts(2), "benchmarks.workers.netcoll", ["--algo", "pingpong", "--params", "1"])
+        r = self.mpirun(self.hosts(2), "benchmarks.workers.netcoll", ["--algo", "pingpong", "--params", "1"],
+                        timeout=120)
         return r["latency_ms"]
 
     # -- jobs -----------------------------------------------------------------------------------------
@@ -170,8 +175,17 @@ class Cluster:
                    "--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", net,
                    "--mca", "oob_tcp_if_include", net, sys.executable, "-m", module, *args, "--results", str(out)]
             penv = self._env(env)
-            proc = subprocess.run(cmd, env=penv, capture_output=True, text=True, timeout=timeout, cwd=REPO,
-                                  start_new_session=True)
+            for attempt in (1, 2):
+                try:
+                    proc = subprocess.run(cmd, env=penv, capture_output=True, text=True, timeout=timeout, cwd=REPO,
+                                          start_new_session=True)
+                    break
+                except subprocess.TimeoutExpired:
+                    # Seen once on the loaded machine: an orted never called back and mpirun waited for it.
+                    # Clear the job's processes out of its nodes and start it once more.
+                    self._kill(hosts)
+                    if attempt == 2:
+                        raise ClusterError(f"{' '.join(cmd)} did not finish in {timeout:.0f} s, twice") from None
             if proc.returncode != 0 or not out.exists():
                 raise ClusterError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
                                    f"{proc.stderr[-3000:]}")

@@ -84,7 +84,8 @@ def _ceiling(c: Any, rounds: int) -> float:
     """The unshaped veth + bridge throughput, Gbit/s: 2 nodes exchanging 100 MB (recursive doubling: each sends
     and receives the whole payload once)."""
     c.shape(None)
-    r = c.mpirun(c.hosts(2), M, ["--algo", "mpi", "--params", str(RESNET50), "--rounds", str(rounds)], env=_ompi(3))
+    r = c.mpirun(c.hosts(2), M, ["--algo", "mpi", "--params", str(RESNET50), "--rounds", str(rounds)], env=_ompi(3),
+                 timeout=180)
     return 4 * RESNET50 * 8 / median(r["payloads"][0]["seconds"]) / 1e9
 
 
@@ -108,8 +109,10 @@ def run(quick: bool, rounds: int, log: Log) -> Result:
             for name in algos:
                 wargs, env, _key, servers = ALGORITHMS[name]
                 log(f"{name}: {n} nodes, {gbit:g} Gbit/s, {params / 1e6:g} M params")
+                # a generous limit: starting the ranks, then the rounds at a third of the bound's speed
+                limit = 120 + 3 * (rounds + 1) * plan.bound_seconds(ALGORITHMS[name][2], params, n, gbit, alpha)
                 r = c.mpirun(c.hosts(n + servers, first=SERVERS - servers), M,
-                             [*wargs, "--params", str(params), "--rounds", str(rounds)], env=env)
+                             [*wargs, "--params", str(params), "--rounds", str(rounds)], env=env, timeout=limit)
                 rows.append(_row(name, n, gbit, alpha, 4 * params, r["payloads"][0]["seconds"], ceiling))
         training = None
         if os.environ.get("HVDKIT_NETWORK_GRID") not in ("smoke", "targets"):
@@ -143,7 +146,8 @@ def sync_vs_async(c: Any, log: Log) -> Result:
     runs = {}
     for name, (wargs, server) in TRAINING.items():
         log(f"training: {name}")
-        r = c.mpirun(c.hosts(TRAIN_WORKERS + server, first=1 - server), "benchmarks.workers.async_ps", wargs)
+        r = c.mpirun(c.hosts(TRAIN_WORKERS + server, first=1 - server), "benchmarks.workers.async_ps", wargs,
+                     timeout=300)
         hit = next((t for t, acc in r["curve"] if acc >= TARGET_ACCURACY), None)
         runs[name] = {**r, "seconds_to_target": hit}
     return {"model": "64-256-10 MLP on digits (numpy)", "nodes": TRAIN_WORKERS, "target_accuracy": TARGET_ACCURACY,
