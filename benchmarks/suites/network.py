@@ -97,6 +97,7 @@ def run(quick: bool, rounds: int, log: Log) -> Result:
     configs = grid(quick)
     nodes = max(n for _, n, _, _ in configs) + SERVERS
     rows: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
     with Cluster(nodes) as c:
         alpha = c.latency_ms()
         ceiling = _ceiling(c, rounds)
@@ -111,8 +112,14 @@ def run(quick: bool, rounds: int, log: Log) -> Result:
                 log(f"{name}: {n} nodes, {gbit:g} Gbit/s, {params / 1e6:g} M params")
                 # a generous limit: starting the ranks, then the rounds at a third of the bound's speed
                 limit = 120 + 3 * (rounds + 1) * plan.bound_seconds(ALGORITHMS[name][2], params, n, gbit, alpha)
-                r = c.mpirun(c.hosts(n + servers, first=SERVERS - servers), M,
-                             [*wargs, "--params", str(params), "--rounds", str(rounds)], env=env, timeout=limit)
+                try:
+                    r = c.mpirun(c.hosts(n + servers, first=SERVERS - servers), M,
+                                 [*wargs, "--params", str(params), "--rounds", str(rounds)], env=env, timeout=limit)
+                except ClusterError as exc:  # one failed job costs its row, not the run's other rows
+                    log(f"FAILED: {exc}"[:3000])
+                    failed.append({"algorithm": name, "nodes": n, "link_gbit": gbit, "payload_bytes": 4 * params,
+                                   "error": str(exc)[-2000:]})
+                    continue
                 rows.append(_row(name, n, gbit, alpha, 4 * params, r["payloads"][0]["seconds"], ceiling))
         training = None
         if os.environ.get("HVDKIT_NETWORK_GRID") not in ("smoke", "targets"):
@@ -122,7 +129,9 @@ def run(quick: bool, rounds: int, log: Log) -> Result:
             except ClusterError as exc:  # the reductions above are kept
                 log(f"sync vs async training failed: {exc}")
                 training = {"error": str(exc)[-2000:]}
-    return {"rows": rows, "cluster": c.tag, "latency_ms": alpha, "link_ceiling_gbit": ceiling, "training": training,
+    if failed and not rows:
+        raise ClusterError(f"every job failed; the first: {failed[0]['error']}")
+    return {"rows": rows, "failed": failed, "cluster": c.tag, "latency_ms": alpha, "link_ceiling_gbit": ceiling, "training": training,
             "targets": targets(rows), "plan_error": plan_error(rows),
             "calibration": calibration(rows),
             "timings": {f"{r['algorithm']} n={r['nodes']} {r['link_gbit']:g}G {r['payload_bytes'] >> 20}MiB":

@@ -33,9 +33,10 @@ def ps_round(comm: Any, buf: np.ndarray, servers: int, scratch: list[np.ndarray]
     """One synchronous PS reduction of ``buf``: workers push, servers sum their shard, workers pull."""
     rank, size = comm.Get_rank(), comm.Get_size()
     workers = list(range(servers, size))
-    shards = np.array_split(np.arange(buf.size), servers)
+    edges = [buf.size * i // servers for i in range(servers + 1)]
+    shards = [range(edges[i], edges[i + 1]) for i in range(servers)]
     if rank < servers:
-        lo, hi = shards[rank][0], shards[rank][-1] + 1
+        lo, hi = edges[rank], edges[rank + 1]
         total = buf[lo:hi]
         total[:] = 0
         for start in range(0, hi - lo, CHUNK):
@@ -47,9 +48,11 @@ def ps_round(comm: Any, buf: np.ndarray, servers: int, scratch: list[np.ndarray]
         sends = [comm.Isend(total, dest=w, tag=2) for w in workers]
         type(sends[0]).Waitall(sends)
     else:
-        sends = [comm.Isend(buf[s[0]: s[-1] + 1], dest=i, tag=1) for i, s in enumerate(shards)]
+        # in the chunks the server receives: a message larger than its receive would be truncated
+        sends = [comm.Isend(buf[c: min(c + CHUNK, s.stop)], dest=i, tag=1)
+                 for i, s in enumerate(shards) for c in range(s.start, s.stop, CHUNK)]
         out = np.empty_like(buf)
-        recvs = [comm.Irecv(out[s[0]: s[-1] + 1], source=i, tag=2) for i, s in enumerate(shards)]
+        recvs = [comm.Irecv(out[s.start: s.stop], source=i, tag=2) for i, s in enumerate(shards)]
         type(sends[0]).Waitall(sends + recvs)
         buf[:] = out
 
