@@ -131,7 +131,8 @@ def run(quick: bool, rounds: int, log: Log) -> Result:
                 training = {"error": str(exc)[-2000:]}
     if failed and not rows:
         raise ClusterError(f"every job failed; the first: {failed[0]['error']}")
-    return {"rows": rows, "failed": failed, "cluster": c.tag, "latency_ms": alpha, "link_ceiling_gbit": ceiling, "training": training,
+    return {"rows": rows, "failed": failed, "cluster": c.tag, "latency_ms": alpha, "link_ceiling_gbit": ceiling,
+            "training": training,
             "targets": targets(rows), "plan_error": plan_error(rows),
             "calibration": calibration(rows),
             "timings": {f"{r['algorithm']} n={r['nodes']} {r['link_gbit']:g}G {r['payload_bytes'] >> 20}MiB":
