@@ -37,7 +37,7 @@ ALGORITHMS: dict[str, tuple[list[str], dict[str, str], str, int]] = {
     "recursive doubling (Open MPI)": (["--algo", "mpi"], _ompi(3), "recursive_doubling", 0),
     "tree: reduce + broadcast (Open MPI)": (["--algo", "mpi"], _ompi(2), "tree", 0),
     "parameter server (1 server)": (["--algo", "ps", "--servers", "1"], {}, "ps", 1),
-    "parameter servers (2, sharded)": (["--algo", "ps", "--servers", "2"], {}, "ps_sharded2", 2),
+    "parameter servers (2, sharded)": (["--algo", "ps", "--servers", "2"], {}, "ps_sharded", 2),
 }
 SERVERS = max(a[3] for a in ALGORITHMS.values())
 
