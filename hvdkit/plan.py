@@ -28,12 +28,13 @@ ALGORITHMS = {
     "ps": "one parameter server (every worker pushes to it and pulls from it)",
     "ps_sharded": "sharded parameter servers (one shard each, on nodes of their own)",
 }
-#: measured time / analytic bandwidth term, per algorithm, on the simulated cluster (1 Gbit/s links, 2 and 8
-#: nodes, 25 M parameters: the configurations in CALIBRATED_ON); hierarchical is not measured (ring's)
-EFFICIENCY = {"ring": 1.0, "ring_fp16": 1.0, "hierarchical": 1.0, "recursive_doubling": 1.0, "tree": 1.0,
-              "ps": 1.0, "ps_sharded": 1.0}
-#: seconds per parameter for the fp16 casts (both ways) on a CPU; measured with the factors above
-CAST_SECONDS_PER_PARAM = 0.0
+#: analytic bound / measured time, per algorithm, on the simulated cluster (1 Gbit/s links; the configurations in
+#: CALIBRATED_ON, docs/choosing-an-algorithm.md); hierarchical is not measured there (one rank per node): ring's
+EFFICIENCY = {"ring": 0.81, "ring_fp16": 0.81, "hierarchical": 0.81, "recursive_doubling": 1.0, "tree": 1.0,
+              "ps": 0.90, "ps_sharded": 1.0}
+#: seconds per parameter of fp16 compression's casts and half-precision sums on one CPU core of its own (on a GPU
+#: they cost next to nothing); measured with the factors above
+CAST_SECONDS_PER_PARAM = 9.5e-9
 #: (nodes, parameters) of the simulated runs the factors come from; every other configuration is held out
 CALIBRATED_ON = {(2, 25_000_000), (8, 25_000_000)}
 #: bandwidth inside one node, for hierarchical allreduce's local step (shared memory or NVLink: well above a NIC)
@@ -71,11 +72,13 @@ def bound_seconds(algorithm: str, params: float, nodes: int, link_gbit: float, l
 
 
 def predict_seconds(algorithm: str, params: float, nodes: int, link_gbit: float, latency_ms: float, *,
-                    dtype_bytes: int = 4, servers: int = 2, ranks_per_node: int = 1) -> float:
-    """:func:`bound_seconds` scaled by the algorithm's measured efficiency, plus fp16's casts."""
+                    dtype_bytes: int = 4, servers: int = 2, ranks_per_node: int = 1,
+                    cores_per_rank: float = 1.0) -> float:
+    """:func:`bound_seconds` over the algorithm's measured efficiency, plus fp16's casts on ``cores_per_rank`` CPU
+    cores (below 1 where ranks share cores, as on the simulated cluster)."""
     t = bound_seconds(algorithm, params, nodes, link_gbit, latency_ms, dtype_bytes=dtype_bytes, servers=servers,
                       ranks_per_node=ranks_per_node) / EFFICIENCY[algorithm]
-    return t + (params * CAST_SECONDS_PER_PARAM if algorithm == "ring_fp16" else 0.0)
+    return t + (params * CAST_SECONDS_PER_PARAM / min(1.0, cores_per_rank) if algorithm == "ring_fp16" else 0.0)
 
 
 def fusion_threshold_bytes(nodes: int, link_gbit: float, latency_ms: float, ranks_per_node: int = 1) -> int:

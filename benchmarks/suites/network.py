@@ -76,7 +76,9 @@ def _row(name: str, n: int, gbit: float, alpha_ms: float, nbytes: int, seconds: 
     return {"algorithm": name, "plan_algorithm": key, "nodes": n, "link_gbit": gbit, "latency_ms": alpha_ms,
             "payload_bytes": nbytes, "seconds": median(seconds), "seconds_iqr": quartiles(seconds),
             "rounds": seconds, "bound_seconds": bound, "bound_over_measured": bound / median(seconds),
-            "plan_seconds": plan.predict_seconds(key, params, n, gbit, alpha_ms),
+            # the ranks share this machine's cores: fp16's casts get a share of one
+            "plan_seconds": plan.predict_seconds(key, params, n, gbit, alpha_ms,
+                                                 cores_per_rank=(os.cpu_count() or 1) / n),
             "held_out": (n, params) not in plan.CALIBRATED_ON, "link_ceiling_gbit": ceiling_gbit}
 
 
@@ -202,7 +204,8 @@ def calibration(rows: list[dict[str, Any]]) -> dict[str, Any]:
     cal = [r for r in rows if not r["held_out"]]
     eff = {k: median([r["bound_seconds"] / r["seconds"] for r in cal if r["plan_algorithm"] == k])
            for k in sorted({r["plan_algorithm"] for r in cal})}
-    casts = [(r["seconds"] - r["bound_seconds"] / eff["ring"]) / (r["payload_bytes"] / 4) for r in cal
+    casts = [(r["seconds"] - r["bound_seconds"] / eff["ring"]) / (r["payload_bytes"] / 4)
+             * min(1.0, (os.cpu_count() or 1) / r["nodes"]) for r in cal
              if r["plan_algorithm"] == "ring_fp16" and "ring" in eff]
     return {"efficiency": eff, "cast_seconds_per_param": median(casts) if casts else None}
 
