@@ -82,13 +82,13 @@ def _row(name: str, n: int, gbit: float, alpha_ms: float, nbytes: int, seconds: 
             "held_out": (n, params) not in plan.CALIBRATED_ON, "link_ceiling_gbit": ceiling_gbit}
 
 
-def _ceiling(c: Any, rounds: int) -> float:
-    """The unshaped veth + bridge throughput, Gbit/s: 2 nodes exchanging 100 MB (recursive doubling: each sends
-    and receives the whole payload once)."""
+def _ceiling(c: Any, rounds: int, params: int) -> float:
+    """The unshaped veth + bridge throughput, Gbit/s: 2 nodes exchanging ``params`` float32 values (recursive
+    doubling: each sends and receives the whole payload once)."""
     c.shape(None)
-    r = c.mpirun(c.hosts(2), M, ["--algo", "mpi", "--params", str(RESNET50), "--rounds", str(rounds)], env=_ompi(3),
+    r = c.mpirun(c.hosts(2), M, ["--algo", "mpi", "--params", str(params), "--rounds", str(rounds)], env=_ompi(3),
                  timeout=180)
-    return 4 * RESNET50 * 8 / median(r["payloads"][0]["seconds"]) / 1e9
+    return 4 * params * 8 / median(r["payloads"][0]["seconds"]) / 1e9
 
 
 def run(quick: bool, rounds: int, log: Log) -> Result:
@@ -102,7 +102,7 @@ def run(quick: bool, rounds: int, log: Log) -> Result:
     failed: list[dict[str, Any]] = []
     with Cluster(nodes) as c:
         alpha = c.latency_ms()
-        ceiling = _ceiling(c, rounds)
+        ceiling = _ceiling(c, rounds, min(RESNET50, *(p for _, _, p, _ in configs)))
         log(f"{nodes} namespaces; one-way latency {alpha * 1e3:.0f} us; unshaped link {ceiling:.1f} Gbit/s")
         for gbit, n, params, algos in configs:
             if gbit > ceiling:
