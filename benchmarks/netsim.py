@@ -181,7 +181,7 @@ class Cluster:
                                           start_new_session=True)
                     break
                 except subprocess.TimeoutExpired:
-                    # Seen once on the loaded machine: an orted never called back and mpirun waited for it.
+                    # Seen now and then here: one orted never calls back and mpirun waits for it.
                     # Clear the job's processes out of its nodes and start it once more.
                     self._kill(hosts)
                     if attempt == 2:
