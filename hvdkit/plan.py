@@ -30,8 +30,8 @@ ALGORITHMS = {
 }
 #: analytic bound / measured time, per algorithm, on the simulated cluster (1 Gbit/s links; the configurations in
 #: CALIBRATED_ON, docs/choosing-an-algorithm.md); hierarchical is not measured there (one rank per node): ring's
-EFFICIENCY = {"ring": 0.81, "ring_fp16": 0.81, "hierarchical": 0.81, "recursive_doubling": 1.0, "tree": 1.0,
-              "ps": 0.90, "ps_sharded": 1.0}
+EFFICIENCY = {"ring": 0.87, "ring_fp16": 0.87, "hierarchical": 0.87, "recursive_doubling": 0.78, "tree": 1.0,
+              "ps": 0.90, "ps_sharded": 0.87}
 #: seconds per parameter of fp16 compression's casts and half-precision sums on one CPU core of its own (on a GPU
 #: they cost next to nothing); measured with the factors above
 CAST_SECONDS_PER_PARAM = 9.5e-9
