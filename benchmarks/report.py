@@ -108,6 +108,10 @@ def tables(results: Result) -> list[Table]:
                       f"{r['ratio_median']:.3f}", _iqr(r["ratio_quartiles"]),
                       f"{r['traces']['fit']}, {r['traces']['tape']}"]
                      for n, r in suites["keras"]["paired"].items()]))
+    if "network" in suites:
+        from benchmarks.suites.network import tables as network_tables
+
+        out += network_tables(suites["network"])
     if "precision" in suites:
         r = suites["precision"]["result"]
         out.append(("Precision, epochs alternating in one 2-process job", ["fp32 ms/step", "bf16 ms/step"],
@@ -173,6 +177,10 @@ def plot(results: Result, out: Path) -> list[Path]:
         made.append(out / "allreduce.png")
         fig.savefig(made[-1], dpi=110)
         plt.close(fig)
+    if "network" in suites:
+        from benchmarks.suites.network import plots as network_plots
+
+        made += network_plots(suites["network"], out)
     if "scaling" in suites:
         made.append(_budget_plot(suites["scaling"]["budget"], out / "scaling.png"))
     runs = {}

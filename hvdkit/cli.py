@@ -7,7 +7,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``hvdkit`` command: doctor, build-horovod, elastic-local, slurm-gloo."""
+    """The ``hvdkit`` command: doctor, build-horovod, elastic-local, slurm-gloo, plan."""
     parser = argparse.ArgumentParser(prog="hvdkit", description="Horovod data-parallel training toolkit")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -37,7 +37,15 @@ def main(argv: list[str] | None = None) -> int:
                        add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
+    p = sub.add_parser("plan", help="predicted communication per step of ring, tree and parameter-server reductions "
+                                    "on a cluster you describe, and what to choose", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["plan"]:  # its own parser (hvdkit plan --help)
+        from hvdkit.plan import main as plan_main
+
+        return plan_main(argv[1:])
     if argv[:1] == ["elastic-local"]:  # its options and the training command go on verbatim
         from hvdkit.elastic_local import main as elastic_main
 
