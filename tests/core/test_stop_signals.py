@@ -75,6 +75,7 @@ def test_sigterm_to_horovodrun_checkpoints_every_rank_exits_and_the_rerun_resume
         sorted(os.listdir(tmp_path / "a" / "ckpt"))
     assert f"stopped after step {WAIT_AT + 1} (epoch 1)" in stopped.stderr, stopped.stderr
     # first-run output: whole lines (no dangling ``[1,0]<stdout>:``) and no TensorFlow lines in a torch run
+    assert len(re.findall(r"^\[1,[01]\]<stdout>:epoch 1 loss [0-9.]+$", stopped.stdout, re.M)) == 2, stopped.stdout
     assert not re.search(r"<std(out|err)>:$|<std(out|err)>:.*\[\d+,\d+\]<std", stopped.stdout, re.M), stopped.stdout
     assert "cpu_feature_guard" not in stopped.stderr and "oneDNN" not in stopped.stderr, stopped.stderr
 

@@ -52,6 +52,9 @@ class Steps(Callback):
     def on_batch_end(self, state):
         self.trained.append(state.global_step)
 
+    def on_epoch_end(self, state):
+        print(f"epoch {state.epoch + 1} loss {state.logs['loss']:.4f}")  # as examples print their epoch lines
+
 
 steps = Steps()
 trainer = hk.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), nn.CrossEntropyLoss(),
