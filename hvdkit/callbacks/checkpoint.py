@@ -41,13 +41,13 @@ class Checkpoint(Callback):
     ``process_set=``: the set's first rank writes and reads, and resuming broadcasts within the set
     (hybrid parallelism: ``Checkpoint(f"ckpt/stage{s}", process_set=dp_set)``).
 
-    ``on_signal``: what SIGTERM or SIGUSR1 to a rank (or to ``horovodrun``, which passes it on) does.
-    ``"save"`` (default): every rank ends the step it is in, rank 0 writes a checkpoint of it and every
-    process exits with status 128 + the signal; a rerun resumes at the next step (with the PyTorch
-    ``Trainer``; a loop that cannot resume inside an epoch, such as Keras's ``fit``, keeps the last
-    epoch's checkpoint instead). ``"keep"``: stop the same way, keep the last checkpoint. ``"off"``: the
-    signals keep Python's default (the process dies at once). A second signal, or ``HVDKIT_STOP_GRACE``
-    seconds (default 30) without stopping, ends the process at once.
+    ``on_signal``: what SIGTERM or SIGUSR1 to a rank (or to ``horovodrun``, which passes it on) does in
+    a loop that resumes inside an epoch (the PyTorch ``Trainer``). ``"save"`` (default): every rank ends
+    the step it is in, rank 0 writes a checkpoint of it and every process exits with status 128 + the
+    signal; a rerun resumes at the next step. ``"keep"``: stop the same way, keep the last checkpoint.
+    ``"off"``, and in other loops (Keras's ``fit``, hand-written ones): Python's default, the process dies
+    at once. A second signal, or ``HVDKIT_STOP_GRACE`` seconds (default 30) without stopping, ends the
+    process at once.
     """
 
     order = -100  # restore before any callback reads the state
@@ -170,13 +170,10 @@ class Checkpoint(Callback):
     def _stop(self, state: TrainState, signum: int) -> None:
         name = signal.Signals(signum).name
         saved = None
-        if self.on_signal == "save" and self.engine.resumes_mid_epoch:
+        if self.on_signal == "save":
             state.batch += 1  # this step is done: a resume starts at the next one
             self.save(state)
             saved = self.wait()
-        elif self.on_signal == "save" and state.is_root:
-            log.warning("%s: this training loop cannot resume inside an epoch, so the last epoch's checkpoint "
-                        "is kept", name)
         if state.comm.size > 1:
             state.comm.allreduce_mean({"saved": 1.0})  # no rank exits (ending the job) before the write is durable
         if state.is_root:
@@ -249,7 +246,9 @@ class Checkpoint(Callback):
 
     def on_train_begin(self, state: TrainState) -> None:
         """Check the folder and, with ``resume``, restore the newest valid checkpoint (once per run)."""
-        if self.on_signal != "off" and not state.elastic and self._signals is None:
+        # Only a loop that resumes mid-epoch stops at a step's end: elsewhere the per-step agreement
+        # would run on whatever thread runs batch hooks (Keras's asynchronous dispatch).
+        if self.on_signal != "off" and self.engine.resumes_mid_epoch and not state.elastic and self._signals is None:
             signals = StopSignals()
             self._signals = signals if signals.install() else None
         if self.restored is not None or self.run_id is not None:

@@ -54,7 +54,7 @@ class Engine:
         self.driver: object | None = None
         self.elastic: object | None = None
         # Set by a loop that resumes inside an epoch (skips the steps a checkpoint's ``state.batch`` says
-        # are done): only then may a stop signal save a checkpoint mid-epoch.
+        # are done): only there does Checkpoint(on_signal=...) stop at a step's end and save it.
         self.resumes_mid_epoch = False
         self._warned_rescale: tuple[int, int] | None = None
         for cb in self.dispatcher.callbacks:
