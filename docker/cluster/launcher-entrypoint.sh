@@ -25,7 +25,8 @@ read -r -a extra <<< "${HVDKIT_HOROVODRUN_ARGS:-}"
 shopt -s nullglob
 regs=("$dir"/hosts/*)
 if [ "${#regs[@]}" -ne "$workers" ]; then
-  echo "launcher: expected $workers registered workers in $dir/hosts, found ${#regs[@]}" >&2
+  echo "launcher: expected $workers registered workers in $dir/hosts, found ${#regs[@]}: WORKERS and" \
+    "--scale worker= must be the same number (docker/compose.sh up N sets both)" >&2
   exit 1
 fi
 cat "${regs[@]}" > "$private/known_hosts"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import signal
 from typing import Any
 
 from hvdkit.core.background_save import BackgroundSave
@@ -13,10 +14,11 @@ from hvdkit.core.checkpoint_store import CheckpointStore, Manifest, OldFormatErr
 from hvdkit.core.comm import Comm
 from hvdkit.core.engine import Engine
 from hvdkit.core.events import Event
+from hvdkit.core.preemption import StopSignals
 from hvdkit.core.process_set import check_process_set, scoped
 from hvdkit.core.state import TrainState
 from hvdkit.core.types import Snapshot
-from hvdkit.core.validation import check_bool, check_int
+from hvdkit.core.validation import check_bool, check_choice, check_int
 
 log = logging.getLogger("hvdkit")
 
@@ -38,13 +40,21 @@ class Checkpoint(Callback):
 
     ``process_set=``: the set's first rank writes and reads, and resuming broadcasts within the set
     (hybrid parallelism: ``Checkpoint(f"ckpt/stage{s}", process_set=dp_set)``).
+
+    ``on_signal``: what SIGTERM or SIGUSR1 to a rank (or to ``horovodrun``, which passes it on) does in
+    a loop that resumes inside an epoch (the PyTorch ``Trainer``). ``"save"`` (default): every rank ends
+    the step it is in, rank 0 writes a checkpoint of it and every process exits with status 128 + the
+    signal; a rerun resumes at the next step. ``"keep"``: stop the same way, keep the last checkpoint.
+    ``"off"``, and in other loops (Keras's ``fit``, hand-written ones): Python's default, the process dies
+    at once. A second signal, or ``HVDKIT_STOP_GRACE`` seconds (default 30) without stopping, ends the
+    process at once.
     """
 
     order = -100  # restore before any callback reads the state
 
     def __init__(self, directory: str | os.PathLike[str], every_n_epochs: int = 1, keep: int = 3,
                  resume: bool = True, trust_pickle: bool = False, async_save: bool = True,
-                 process_set: Any = None) -> None:
+                 process_set: Any = None, on_signal: str = "save") -> None:
         if not isinstance(directory, (str, os.PathLike)) or not str(directory):
             raise ValueError(f"directory must be a non-empty path, got {directory!r}")
         self.every_n_epochs = check_int("every_n_epochs", every_n_epochs, minimum=1)
@@ -53,6 +63,8 @@ class Checkpoint(Callback):
         self.trust_pickle = check_bool("trust_pickle", trust_pickle)
         self.async_save = check_bool("async_save", async_save)
         self.process_set = check_process_set(process_set)
+        self.on_signal = check_choice("on_signal", on_signal, ("save", "keep", "off"))
+        self._signals: StopSignals | None = None
         self._writer = BackgroundSave()
         if self.trust_pickle:
             log.warning("Checkpoint(trust_pickle=True) has no effect: checkpoints hold no pickle (safetensors + "
@@ -135,10 +147,39 @@ class Checkpoint(Callback):
     def on_train_end(self, state: TrainState) -> None:
         """Wait for the background write and the deletion of old checkpoints: when ``fit`` returns, the
         last checkpoint is durable and the folder holds the ``keep`` newest."""
+        if self._signals is not None:
+            self._signals.uninstall()
+            self._signals = None
         try:
             self._writer.wait()
         finally:
             self.store.flush()
+
+    # -- stop signals ---------------------------------------------------------------
+    def on_batch_end(self, state: TrainState) -> None:
+        """Stop after this step when any rank received a stop signal (all ranks agree in one allreduce)."""
+        if self._signals is None:
+            return
+        received = self._signals.received
+        if state.comm.size > 1:
+            received = received or (signal.SIGTERM if state.comm.allreduce_mean(
+                {"stop": float(received is not None)})["stop"] > 0 else None)
+        if received is not None:
+            self._stop(state, received)
+
+    def _stop(self, state: TrainState, signum: int) -> None:
+        name = signal.Signals(signum).name
+        saved = None
+        if self.on_signal == "save":
+            state.batch += 1  # this step is done: a resume starts at the next one
+            self.save(state)
+            saved = self.wait()
+        if state.comm.size > 1:
+            state.comm.allreduce_mean({"saved": 1.0})  # no rank exits (ending the job) before the write is durable
+        if state.is_root:
+            where = f"; wrote {saved.payload}" if saved is not None else ""
+            log.warning("%s: stopped after step %d (epoch %d)%s", name, state.global_step, state.epoch, where)
+        raise SystemExit(128 + signum)
 
     # -- starting and resuming ---------------------------------------------------
     def _where(self) -> str:
@@ -205,6 +246,11 @@ class Checkpoint(Callback):
 
     def on_train_begin(self, state: TrainState) -> None:
         """Check the folder and, with ``resume``, restore the newest valid checkpoint (once per run)."""
+        # Only a loop that resumes mid-epoch stops at a step's end: elsewhere the per-step agreement
+        # would run on whatever thread runs batch hooks (Keras's asynchronous dispatch).
+        if self.on_signal != "off" and self.engine.resumes_mid_epoch and not state.elastic and self._signals is None:
+            signals = StopSignals()
+            self._signals = signals if signals.install() else None
         if self.restored is not None or self.run_id is not None:
             return  # this run already started (an earlier fit, or Keras's resume_epoch)
         if self.load_latest(state) is not None:
@@ -212,5 +258,5 @@ class Checkpoint(Callback):
 
     def __repr__(self) -> str:
         return (f"Checkpoint({str(self.store.directory)!r}, every_n_epochs={self.every_n_epochs}, "
-                f"keep={self.store.keep}, async_save={self.async_save})")
+                f"keep={self.store.keep}, async_save={self.async_save}, on_signal={self.on_signal!r})")
 

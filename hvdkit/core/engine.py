@@ -53,6 +53,9 @@ class Engine:
         self.state = TrainState(comm=comm, ops=ops)
         self.driver: object | None = None
         self.elastic: object | None = None
+        # Set by a loop that resumes inside an epoch (skips the steps a checkpoint's ``state.batch`` says
+        # are done): only there does Checkpoint(on_signal=...) stop at a step's end and save it.
+        self.resumes_mid_epoch = False
         self._warned_rescale: tuple[int, int] | None = None
         for cb in self.dispatcher.callbacks:
             cb.bind(self)

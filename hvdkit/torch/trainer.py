@@ -175,9 +175,10 @@ class Trainer:
             state.samples_per_step = loader.batch_size * self.accumulate_steps * self.comm.size
         val_problem = None if val_data is None else self._val_problem(val_data, batch_size)
         # Every rank checks the others have as many batches and validation data too (one allgather).
+        engine.resumes_mid_epoch = True
         engine.train_begin(epochs, steps_per_epoch=steps,
                            agree={"validation data": "none" if val_data is None else (val_problem or "given")})
-        start = state.epoch
+        start, done_steps = state.epoch, state.batch  # a checkpoint written on a stop signal ends mid-epoch
         try:
             if val_problem is not None:
                 raise ValueError(val_problem)
@@ -189,7 +190,8 @@ class Trainer:
                 if set_epoch is not None:
                     set_epoch(epoch)
                 engine.epoch_begin(epoch)
-                logs = self._train_batches(loader, engine.batch_begin, lambda i, step_logs: engine.batch_end(step_logs))
+                logs = self._train_batches(loader, engine.batch_begin, lambda i, step_logs: engine.batch_end(step_logs),
+                                           skip=done_steps if epoch == start else 0)
                 if val_data is not None:
                     logs = self._validate(val_data, batch_size, logs)
                 engine.epoch_end(logs)
@@ -210,15 +212,21 @@ class Trainer:
         return batches // k
 
     def _train_batches(self, loader: DataLoader, begin: Callable[[int], None],
-                       end: Callable[[int, Logs], None]) -> dict[str, float]:
+                       end: Callable[[int, Logs], None], skip: int = 0) -> dict[str, float]:
         """Train one pass over ``loader``, calling ``begin(i)``/``end(i, logs)`` around optimizer step ``i``
         (``accumulate_steps`` batches each); return the mean loss and metrics (fit's epochs and the
-        elastic loop's steps both run here)."""
+        elastic loop's steps both run here). The first ``skip`` steps' batches are read, not trained on
+        (they were before a resumed checkpoint; its metrics cover the rest of the epoch)."""
         self.model.train()
         acc = self._means()
         k = self.accumulate_steps
+        rng = torch.get_rng_state() if skip else None
         batches = iter(loader)
-        for i in range(len(loader) // k):
+        if rng is not None:
+            for _ in range(skip * k):
+                next(batches)
+            torch.set_rng_state(rng)  # the checkpoint's RNG state already follows the loader's draws
+        for i in range(skip, len(loader) // k):
             begin(i)
             self.optimizer.zero_grad()  # Horovod's override takes no set_to_none
             total = None

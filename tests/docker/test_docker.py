@@ -275,3 +275,41 @@ def test_elastic_compose_run_survives_docker_kill_of_a_worker(cpu_image):
         assert re.search(r"final validation accuracy: 0\.[5-9]\d* after 1 reset", after), out[-3000:]
         state = docker("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", victim).stdout.split()
         assert state == ["exited", "137"], state
+
+
+@pytest.mark.timeout(300)
+def test_compose_down_stops_workers_at_once(cpu_image):
+    """PID 1 of a worker is an init (compose ``init: true``): it passes ``down``'s SIGTERM on and reaps sshd
+    and orted. With ``tail`` as PID 1 SIGTERM was ignored: 11.5 s for two workers, each killed (137)."""
+    c = Compose({})
+    c.run("down", "-v", "--remove-orphans")
+    up = c.run("up", "-d", "--no-build", "--scale", "worker=2", "worker", timeout=180)
+    assert up.returncode == 0, up.stderr
+    try:
+        deadline = time.monotonic() + 120
+        while len(docker("ps", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}",
+                         "--filter", "health=healthy").stdout.split()) < 2:
+            assert time.monotonic() < deadline, docker("ps", "-a").stdout
+            time.sleep(1)  # polling interval; the condition is the workers' health
+        ids = docker("ps", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}").stdout.split()
+        start = time.monotonic()
+        stop = c.run("stop", "-t", "10", timeout=120)
+        took = time.monotonic() - start
+        assert stop.returncode == 0, stop.stderr
+        codes = docker("inspect", "--format", "{{.State.ExitCode}}", *ids).stdout.split()
+        print(f"\n[docker] compose stop of 2 workers: {took:.1f} s, exit codes {codes}")
+        assert took < 5 and "137" not in codes, (took, codes)
+    finally:
+        c.run("down", "-v", "--remove-orphans", timeout=180)
+
+
+@pytest.mark.timeout(120)
+def test_compose_sh_asks_for_the_image_before_compose_tries_a_registry(docker_engine):  # noqa: F811
+    env = {**os.environ, "HVDKIT_IMAGE": "hvdkit:not-built-here", "HVDKIT_PROJECT": PROJECT}
+    proc = subprocess.run(["bash", str(REPO / "docker/compose.sh"), "up", "2"], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 2, proc
+    assert "no image hvdkit:not-built-here here: run docker/build.sh first" in proc.stderr, proc.stderr
+    bad = subprocess.run(["bash", str(REPO / "docker/compose.sh"), "up", "two"], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert bad.returncode == 2 and "N must be a number of workers >= 1, got 'two'" in bad.stderr, bad.stderr

@@ -34,10 +34,10 @@ def test_three_ways_in_come_first_each_a_snippet_of_at_most_10_lines():
     assert lang1 == "bash" and any(line.startswith("horovodrun ") and "examples/" in line for line in run)
     assert lang2 == "python" and "model.fit(" in "\n".join(keras)
     assert "hvdkit.keras.callbacks" in "\n".join(keras)
-    assert lang3 == "bash" and "docker/docker-compose.yml up" in "\n".join(compose)
-    assert "down -v" in "\n".join(compose)
+    assert lang3 == "bash" and "docker/compose.sh up 2" in "\n".join(compose)
+    assert "docker/compose.sh down" in "\n".join(compose)
     # the first screen: all three before line 60
-    assert README.index("down -v") < len("\n".join(README.splitlines()[:60]))
+    assert README.index("docker/compose.sh down") < len("\n".join(README.splitlines()[:60]))
 
 
 def test_the_two_setup_commands_stay_documented_exactly():

@@ -8,6 +8,7 @@ before ``hvd.init()``.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
@@ -103,7 +104,18 @@ def prepare_process(environ: MutableMapping[str, str] | None = None) -> Launcher
         env.update(slurm.gloo_env(slot))
     elif ctx.problem:
         raise RuntimeError(ctx.problem)
+    if ctx.kind == "mpi" and environ is None:
+        whole_lines()
     return ctx
+
+
+def whole_lines() -> None:
+    """Write stdout and stderr a line at a time. mpirun's ``--tag-output`` (horovodrun's) tags every
+    write it reads, so unbuffered streams (``PYTHONUNBUFFERED``, ``python -u``: ``print`` writes the text
+    and its newline apart) left a dangling ``[1,0]<stdout>:`` at the end of lines."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "write_through", False) and hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True, write_through=False)
 
 
 def _plan_summary(env: MutableMapping[str, str]) -> list[tuple[str, int]]:
