@@ -70,11 +70,11 @@ def check_optimizer_class(optimizer: torch.optim.Optimizer, saved: str | None, s
     keys = sorted(k for k in (saved_groups[0] if saved_groups else {}) if k not in ("params", "initial_lr"))
     own = sorted(k for k in optimizer.param_groups[0] if k not in ("params", "initial_lr"))
     if saved is not None and saved != mine:
-        raise ValueError(f"it holds the state of a {saved} optimizer, but this run's optimizer is a {mine}: resume "
-                         f"with a {saved}, or start a fresh run (another directory, or resume=False) for the {mine}")
+        raise ValueError(f"it holds the state of optimizer class {saved}, but this run's optimizer is class {mine}: "
+                         f"resume with {saved}, or start a fresh run for {mine} (another directory, or resume=False)")
     if saved is None and keys and keys != own:
-        raise ValueError(f"it holds the state of an optimizer with settings {keys}, but this run's optimizer is a "
-                         f"{mine} with settings {own}: resume with the optimizer the checkpoint was written with")
+        raise ValueError(f"it holds the state of an optimizer with settings {keys}, but this run's optimizer is class "
+                         f"{mine}, with settings {own}: resume with the optimizer class the checkpoint was written with")
 
 
 class TorchOps:
