@@ -16,7 +16,7 @@ from hvdkit.callbacks import Checkpoint
 from hvdkit.core import Callback
 
 p = argparse.ArgumentParser()
-p.add_argument("--nonfinite", default="stop")
+p.add_argument("--nonfinite", help="the Trainer's default when not given")
 p.add_argument("--nan-rank", type=int, default=-1)
 p.add_argument("--nan-step", type=int, default=-1)
 p.add_argument("--epochs", type=int, default=3)
@@ -59,7 +59,7 @@ def loss_fn(out, target):
 
 ckpt = Checkpoint(args.checkpoint_dir, keep=args.keep, async_save=False) if args.checkpoint_dir else None
 trainer = hk.Trainer(model, opt, loss_fn, callbacks=[Poison()] + ([ckpt] if ckpt else []),
-                     accumulate_steps=args.accumulate, nonfinite=args.nonfinite)
+                     accumulate_steps=args.accumulate, **({"nonfinite": args.nonfinite} if args.nonfinite else {}))
 error = None
 try:
     trainer.fit(TensorDataset(x, y), epochs=args.epochs, batch_size=args.batch, shuffle=False)
@@ -73,7 +73,7 @@ if args.checkpoint_dir and rank == 0:
     for f in sorted(Path(args.checkpoint_dir).glob("*.safetensors")):
         finite_ckpts.append([f.name, all(bool(np.isfinite(a).all()) for a in load_file(str(f)).values())])
 print("RESULT " + json.dumps({
-    "rank": rank, "error": error, "skipped": trainer.skipped_steps, "step": trainer.state.global_step,
+    "rank": rank, "error": error, "skipped": getattr(trainer, "skipped_steps", None), "step": trainer.state.global_step,
     "weights_finite": all(math.isfinite(v) for w in weights for v in w), "weights": weights,
     "lr": trainer.optimizer.param_groups[0]["lr"], "target_lr": trainer.state.target_lr,
     "momentum": trainer.optimizer.param_groups[0].get("momentum"), "checkpoints": finite_ckpts}), flush=True)
