@@ -219,7 +219,7 @@ class Checkpoint(Callback):
         differs from the code's. The LR compared is the target LR, rescaled for this run's global batch."""
         saved = {**_hyperparameters(state), "learning rate": state.target_lr}
         code = {**code, "learning rate": code_lr}
-        changed = [f"{k} {code[k]!r} in the code, {saved[k]!r} in the checkpoint" for k in code
+        changed = [f"{k} {_show(code[k])} in the code, {_show(saved[k])} in the checkpoint" for k in code
                    if k in saved and saved[k] is not None and not _same(code[k], saved[k])]
         if changed:
             log.warning("%s: resuming %s, whose optimizer settings replace the code's (the checkpoint wins): %s. "
@@ -250,3 +250,8 @@ def _same(a: object, b: object) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9)
     return a == b
+
+
+def _show(value: object) -> str:
+    """A setting for people: floats to 7 digits (Keras keeps the LR in float32)."""
+    return f"{value:.7g}" if isinstance(value, float) else repr(value)
