@@ -31,12 +31,19 @@ class _DistributedMixin:
     _hvdkit_nonfinite = "stop"
 
     def _clip_gradients(self, grads: list[Any]) -> list[Any]:
-        # this rank's own gradients, kept to name the ranks they were non-finite on (same trace, same branch)
-        self._hvdkit_local_finite = _all_finite(grads)
+        # Which ranks' own gradients are not finite: a flag per rank, summed beside the gradients (every
+        # step, outside any branch, so every rank runs the same collectives). The decision below reads
+        # only allreduced values, the same on every rank.
+        process_set = self._hvdkit_reduce.get("process_set") or hvd.global_process_set
+        local_bad = tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
+        flags = hvd.allreduce(tf.one_hot(hvd.rank(), hvd.size()) * local_bad, op=hvd.Sum,
+                              name=f"hvdkit.{self.name}.nonfinite", process_set=process_set)  # type: ignore[attr-defined]
         grads = allreduce_gradients(grads, name_prefix=f"hvdkit.{self.name}",  # type: ignore[attr-defined]
                                     **self._hvdkit_reduce)
         if self._hvdkit_scale != 1.0:  # Keras averages what it accumulated; Horovod sums unless told to average
             grads = [None if g is None else g * self._hvdkit_scale for g in grads]
+        self._hvdkit_bad_ranks = tf.reshape(tf.where(flags > 0), [-1])
+        self._hvdkit_finite = tf.logical_and(tf.reduce_all(flags == 0), _all_finite(grads))
         return super()._clip_gradients(grads)  # type: ignore[misc]
 
     def _backend_update_step(self, grads: list[Any], trainable_variables: list[Any], learning_rate: Any) -> None:
@@ -46,28 +53,23 @@ class _DistributedMixin:
             super(_DistributedMixin, self)._backend_update_step(grads, trainable_variables, learning_rate)
 
         def nonfinite() -> None:
-            local = getattr(self, "_hvdkit_local_finite", tf.constant(True))
-            flags = hvd.allgather(tf.reshape(tf.cast(tf.logical_not(local), tf.int32), [1]),
-                                  name=f"hvdkit.{self.name}.nonfinite",  # type: ignore[attr-defined]
-                                  process_set=self._hvdkit_reduce.get("process_set") or hvd.global_process_set)
             message = tf.strings.format(
                 "non-finite gradients (NaN or inf) after the allreduce at step {}; this step's own gradients were "
                 "non-finite on rank(s) {} (none: they overflowed in the allreduce)",
-                (self.iterations, tf.reshape(tf.where(flags > 0), [-1])))  # type: ignore[attr-defined]
+                (self.iterations, self._hvdkit_bad_ranks))  # type: ignore[attr-defined]
             if self._hvdkit_nonfinite == "stop":
                 tf.debugging.Assert(False, [tf.strings.join([
                     "hvdkit NonFiniteError: ", message, ". Training stopped on every rank before the update "
                     "(nonfinite='stop'), so the weights and the last checkpoint are finite; nonfinite='skip' skips "
                     "such steps, nonfinite='warn' applies them"])])
                 return
-            if hvd.rank() == 0:
-                tf.print("hvdkit WARNING:", message, ": update skipped on every rank (nonfinite='skip')"
-                         if self._hvdkit_nonfinite == "skip" else ": update applied (nonfinite='warn'): the weights "
-                         "are no longer finite and will not be checkpointed", output_stream=sys.stderr)
+            tf.print("hvdkit WARNING:", message, ": update skipped on every rank (nonfinite='skip')"
+                     if self._hvdkit_nonfinite == "skip" else ": update applied (nonfinite='warn'): the weights "
+                     "are no longer finite and will not be checkpointed", output_stream=sys.stderr)
             if self._hvdkit_nonfinite == "warn":
                 update()
 
-        keras.ops.cond(_all_finite(grads), update, nonfinite)
+        keras.ops.cond(self._hvdkit_finite, update, nonfinite)
 
     @property
     def _agg_helper(self) -> SimpleNamespace | None:
