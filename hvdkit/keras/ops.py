@@ -12,7 +12,6 @@ from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.types import Snapshot
 from hvdkit.tensorflow.variables import broadcast_variables
 
-
 # Settings a resume puts back as attributes; the others shape the traced step (accumulation, EMA,
 # clipping) or are not settings (the name; the LR is a variable, restored with the others).
 _FIXED_SETTINGS = frozenset({"name", "learning_rate", "clipnorm", "clipvalue", "global_clipnorm", "use_ema",

@@ -74,7 +74,7 @@ def check_optimizer_class(optimizer: torch.optim.Optimizer, saved: str | None, s
                          f"resume with {saved}, or start a fresh run for {mine} (another directory, or resume=False)")
     if saved is None and keys and keys != own:
         raise ValueError(f"it holds the state of an optimizer with settings {keys}, but this run's optimizer is class "
-                         f"{mine}, with settings {own}: resume with the optimizer class the checkpoint was written with")
+                         f"{mine}, with settings {own}: resume with the optimizer class it was written with")
 
 
 class TorchOps:
@@ -113,8 +113,9 @@ class TorchOps:
         """The optimizer's settings other than the LR (the first parameter group's: hvdkit sets every group
         alike), as plain values."""
         group = self.optimizer.param_groups[0]
+        plain = (bool, int, float, str, tuple, type(None))
         return {k: list(v) if isinstance(v, tuple) else v for k, v in group.items()
-                if k not in ("params", "lr", "initial_lr") and isinstance(v, (bool, int, float, str, tuple, type(None)))}
+                if k not in ("params", "lr", "initial_lr") and isinstance(v, plain)}
 
     def _optimizer_state(self) -> dict[str, Any]:
         # the class name lets a resume with another optimizer fail with both names, not inside torch

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 
 import hvdkit.keras as hk
-from hvdkit.keras.callbacks import BroadcastInitialState, Checkpoint
+from hvdkit.keras.callbacks import BroadcastInitialState
 
 hk.init()
 rank = hk.rank()
