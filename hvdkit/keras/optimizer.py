@@ -50,7 +50,8 @@ class _DistributedMixin:
         """The update, unless the averaged gradients (the same on every rank) are not finite: then
         ``nonfinite`` stops (an error on every rank), skips or applies it with a warning."""
         def update() -> None:
-            super(_DistributedMixin, self)._backend_update_step(grads, trainable_variables, learning_rate)
+            super(_DistributedMixin, self)._backend_update_step(  # type: ignore[misc]
+                grads, trainable_variables, learning_rate)
 
         def nonfinite() -> None:
             message = tf.strings.format(

@@ -252,13 +252,13 @@ class Trainer:
         if self.precision.scaler is not None:  # the loss scaler skips non-finite steps on every rank itself
             self.precision.step(self.optimizer)
             return
-        self.optimizer.synchronize()
+        self.optimizer.synchronize()  # type: ignore[attr-defined]  # Horovod's DistributedOptimizer
         grads = [p.grad for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
         # One fused max-abs over all gradients: NaN and inf survive it, and it is the same on every rank.
         finite = not grads or bool(torch.isfinite(torch.nn.utils.get_total_norm(grads, float("inf"))))
         s = self.engine.state
         if finite or self._guard.on_nonfinite(self.comm, s.global_step, s.epoch, bool(torch.isfinite(loss))):
-            with self.optimizer.skip_synchronize():  # already averaged: no second allreduce
+            with self.optimizer.skip_synchronize():  # type: ignore[attr-defined]  # averaged already
                 self.optimizer.step()
 
     def _means(self) -> BatchMeans:
