@@ -55,14 +55,15 @@ class _DistributedMixin:
 
         def nonfinite() -> None:
             message = tf.strings.format(
-                "non-finite gradients (NaN or inf) after the allreduce at step {}; this step's own gradients were "
-                "non-finite on rank(s) {} (none: they overflowed in the allreduce)",
+                "non-finite gradients (NaN or inf) after the allreduce at step {}; the local gradients of this step "
+                "were non-finite on rank(s) {} (none: they overflowed in the allreduce)",
                 (self.iterations, self._hvdkit_bad_ranks))  # type: ignore[attr-defined]
             if self._hvdkit_nonfinite == "stop":
                 tf.debugging.Assert(False, [tf.strings.join([
+                    # no quotes: TensorFlow escapes them in the error it raises
                     "hvdkit NonFiniteError: ", message, ". Training stopped on every rank before the update "
-                    "(nonfinite='stop'), so the weights and the last checkpoint are finite; nonfinite='skip' skips "
-                    "such steps, nonfinite='warn' applies them"])])
+                    "(nonfinite=stop), so the weights and the last checkpoint are finite; nonfinite=skip skips "
+                    "such steps, nonfinite=warn applies them"])])
                 return
             tf.print("hvdkit WARNING:", message, ": update skipped on every rank (nonfinite='skip')"
                      if self._hvdkit_nonfinite == "skip" else ": update applied (nonfinite='warn'): the weights "

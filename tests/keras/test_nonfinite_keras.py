@@ -20,8 +20,8 @@ def test_nan_sample_weight_on_one_rank_stops_or_skips_on_every_rank():
     for rank in (0, 1):
         skip, stop = rows["skip", rank], rows["stop", rank]
         assert skip["error"] is None and skip["finite"], skip["error"]
-        assert "hvdkit NonFiniteError: non-finite gradients (NaN or inf) after the allreduce at step 1; this step's " \
-               "own gradients were non-finite on rank(s) [1]" in stop["error"], stop["error"]
+        assert "hvdkit NonFiniteError: non-finite gradients (NaN or inf) after the allreduce at step 1; the local " \
+               "gradients of this step were non-finite on rank(s) [1]" in stop["error"], stop["error"]
         assert stop["finite"]  # stopped before the update
     assert rows["skip", 0]["weights"] == rows["skip", 1]["weights"]
     assert "update skipped on every rank (nonfinite='skip')" in proc.stdout + proc.stderr
