@@ -1,6 +1,7 @@
 """Keras fit with a NaN sample weight on one rank at one step, under nonfinite="skip" and then the default
 ("stop"). Prints ``RESULT {json}`` per rank and run: the error, whether the weights are finite, and them."""
 
+import hashlib
 import json
 
 import keras
@@ -31,7 +32,9 @@ def run(name, **kwargs):
                   callbacks=[BroadcastInitialState()])
     except Exception as exc:  # reported, so the test can check every rank's message
         error = f"{type(exc).__name__}: {exc}"
-    weights = [v.ravel().tolist() for v in model.get_weights()]
+        at = error.find("hvdkit NonFiniteError")
+        error = error[at:at + 400] if at >= 0 else error[:400]  # one short line: horovodrun splits long ones
+    weights = hashlib.sha256(b"".join(v.tobytes() for v in model.get_weights())).hexdigest()
     print("RESULT " + json.dumps({"name": name, "rank": rank, "error": error, "weights": weights,
                                   "finite": bool(all(np.isfinite(v).all() for v in model.get_weights()))}), flush=True)
 
