@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import os
 import signal
 from typing import Any
@@ -109,6 +110,13 @@ class Checkpoint(Callback):
         """Write a checkpoint (rank 0 only; other ranks return None). With ``async_save`` the write runs
         in the background and this returns None at once; :meth:`wait` returns its manifest."""
         if not self._comm(state).is_root:
+            return None
+        weights_finite = getattr(state.ops, "weights_finite", None)
+        if weights_finite is not None and not weights_finite():
+            # Never written: keep-N retention would then delete the finite checkpoints it replaces.
+            kept = self.last_saved.payload if self.last_saved is not None else "none written by this run"
+            log.warning("%s: not saving epoch %d (step %d): the model's weights hold NaN or inf; the last finite "
+                        "checkpoint stays (%s)", self._where(), state.epoch, state.global_step, kept)
             return None
         if self.run_id is None:
             self.run_id = new_run_id()
@@ -230,19 +238,34 @@ class Checkpoint(Callback):
             self.run_id = new_run_id()
             return None
         manifest, tree, data = outcome[1], outcome[2], outcome[3]
+        code_lr, code_settings = state.ops.get_lr(), _hyperparameters(state)
         try:
             snap = state.ops.loads(tree, data)
+            state.ops.restore(snap["framework"])
         except Exception as exc:
             raise ValueError(f"{self._where()}: checkpoint {manifest.payload} cannot be loaded: {exc}") from exc
-        state.ops.restore(snap["framework"])
         self.engine.restore_progress(snap["counters"], snap.get("callbacks", {}), world_size=manifest.world_size,
                                      optimizer_lr=state.ops.get_lr())
+        if comm.is_root:
+            self._warn_changed(manifest, code_lr, code_settings, state)
         state.resumed_epoch = state.epoch
         if comm.is_root:
             log.info("resumed from %s (epoch %d, step %d)", manifest.payload, manifest.epoch, manifest.global_step)
         self.run_id = manifest.run_id
         self.restored = manifest
         return manifest
+
+    def _warn_changed(self, manifest: Manifest, code_lr: float, code: Snapshot, state: TrainState) -> None:
+        """The checkpoint's optimizer settings win on resume (the run goes on as it was): name each that
+        differs from the code's. The LR compared is the target LR, rescaled for this run's global batch."""
+        saved = {**_hyperparameters(state), "learning rate": state.target_lr}
+        code = {**code, "learning rate": code_lr}
+        changed = [f"{k} {_show(code[k])} in the code, {_show(saved[k])} in the checkpoint" for k in code
+                   if k in saved and saved[k] is not None and not _same(code[k], saved[k])]
+        if changed:
+            log.warning("%s: resuming %s, whose optimizer settings replace the code's (the checkpoint wins): %s. "
+                        "To train with the code's values, start a fresh run (another directory, or resume=False)",
+                        self._where(), manifest.payload, "; ".join(changed))
 
     def on_train_begin(self, state: TrainState) -> None:
         """Check the folder and, with ``resume``, restore the newest valid checkpoint (once per run)."""
@@ -260,3 +283,21 @@ class Checkpoint(Callback):
         return (f"Checkpoint({str(self.store.directory)!r}, every_n_epochs={self.every_n_epochs}, "
                 f"keep={self.store.keep}, async_save={self.async_save}, on_signal={self.on_signal!r})")
 
+
+
+def _hyperparameters(state: TrainState) -> Snapshot:
+    """The optimizer's settings other than the LR (empty for ops that cannot tell)."""
+    read = getattr(state.ops, "hyperparameters", None)
+    return dict(read()) if read is not None else {}
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, numbers up to rounding (an LR rescaled and back)."""
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9)
+    return a == b
+
+
+def _show(value: object) -> str:
+    """A setting for people: floats to 7 digits (Keras keeps the LR in float32)."""
+    return f"{value:.7g}" if isinstance(value, float) else repr(value)

@@ -223,31 +223,40 @@ class Engine:
         s.ops.set_lr(new_lr)
         s.last_applied_lr = new_lr
 
-    def set_lr_target(self, target_lr: float | None, scaled_for: int, optimizer_lr: float | None = None) -> None:
+    def set_lr_target(self, target_lr: float | None, scaled_for: int, optimizer_lr: float | None = None,
+                      scaled_for_batch: Mapping[str, int] | None = None) -> None:
         """The one place where the target LR and the world size it is scaled for change.
 
         ``target_lr`` (and ``optimizer_lr``, the LR to give the optimizer now, if any) were scaled
-        for ``scaled_for`` workers; both are rescaled to the current world size by the linear
-        scaling rule, with a warning (once per change) when the sizes differ.
+        for ``scaled_for`` workers, or for the global batch ``scaled_for_batch`` (world size, batch per
+        rank, accumulation steps) where both it and ``state.global_batch`` are known. Both are rescaled by
+        the linear scaling rule (the ratio of the global batches, else of the world sizes), with a
+        warning (once per change) when they differ.
         """
         s = self.state
         size = s.comm.size
-        if scaled_for != size and (scaled_for, size) != self._warned_rescale:
-            self._warned_rescale = (scaled_for, size)
+        if scaled_for_batch and s.global_batch:
+            old, new = lrmath.global_batch_size(scaled_for_batch), lrmath.global_batch_size(s.global_batch)
+            what = (f"global batch changed from {lrmath.describe_global_batch(scaled_for_batch)} to "
+                    f"{lrmath.describe_global_batch(s.global_batch)}")
+        else:
+            old, new, what = scaled_for, size, f"world size changed from {scaled_for} to {size}"
+        if old != new and (old, new) != self._warned_rescale:
+            self._warned_rescale = (old, new)
             if s.is_root:
-                log.warning("world size changed from %d to %d: learning rate rescaled by %g (linear scaling rule)",
-                            scaled_for, size, size / scaled_for)
-        s.target_lr = None if target_lr is None else lrmath.rescale_for_world_size(target_lr, scaled_for, size)
+                log.warning("%s: learning rate rescaled by %g (linear scaling rule)", what, new / old)
+        s.target_lr = None if target_lr is None else lrmath.rescale_for_world_size(target_lr, old, new)
         s.target_world_size = size
         if optimizer_lr is not None:
-            s.ops.set_lr(lrmath.rescale_for_world_size(optimizer_lr, scaled_for, size))
+            s.ops.set_lr(lrmath.rescale_for_world_size(optimizer_lr, old, new))
         s.last_applied_lr = None
 
     def restore_progress(self, counters: Snapshot, callback_states: Snapshot, *, world_size: int,
                          optimizer_lr: float) -> None:
         """Put the run back where a checkpoint or an elastic commit left it, for the current world:
         counters and callback states as saved; target and optimizer LR, saved for ``world_size``
-        workers, rescaled to the current size."""
+        workers (and the counters' ``global_batch``), rescaled to the current global batch."""
         self.state.load_counters(counters)
         self.dispatcher.load_state_dict(callback_states)
-        self.set_lr_target(counters.get("target_lr"), world_size, optimizer_lr=optimizer_lr)
+        self.set_lr_target(counters.get("target_lr"), world_size, optimizer_lr=optimizer_lr,
+                           scaled_for_batch=counters.get("global_batch"))

@@ -7,7 +7,7 @@ one-worker LR; over ``W`` warm-up epochs of ``S`` steps, global step ``k`` uses
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 def scaled_lr(base_lr: float, world_size: int) -> float:
@@ -18,6 +18,18 @@ def scaled_lr(base_lr: float, world_size: int) -> float:
 def rescale_for_world_size(lr: float, old_size: int, new_size: int) -> float:
     """An LR that was scaled for ``old_size`` workers, rescaled for ``new_size``."""
     return lr * new_size / old_size
+
+
+def global_batch_size(parts: Mapping[str, int]) -> int:
+    """Samples per optimizer step over all workers: world size x batch per rank x accumulation steps."""
+    return int(parts["world_size"]) * int(parts["batch_size"]) * int(parts.get("accumulate_steps", 1))
+
+
+def describe_global_batch(parts: Mapping[str, int]) -> str:
+    """``"32 (2 workers x 16 x 1 accumulation step)"``."""
+    steps = int(parts.get("accumulate_steps", 1))
+    return (f"{global_batch_size(parts)} ({parts['world_size']} workers x {parts['batch_size']} x {steps} "
+            f"accumulation step{'s' if steps != 1 else ''})")
 
 
 def linear_warmup_factor(progress: float, world_size: int) -> float:

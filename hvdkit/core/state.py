@@ -60,6 +60,9 @@ class TrainState:
 
     ``epoch`` and ``batch`` are 0-based; ``global_step`` counts optimizer steps before the current
     batch; ``steps_per_epoch`` and ``samples_per_step`` (over all ranks) are None if unknown.
+    ``global_batch`` (if the adapter knows it) is what ``samples_per_step`` is made of: ``world_size``,
+    ``batch_size`` per rank and ``accumulate_steps``; checkpoints record it, and the linear scaling rule
+    rescales a resumed LR by the change of their product.
 
     ``target_lr`` is the optimizer's LR scaled for ``target_world_size`` workers; only
     :meth:`~hvdkit.core.engine.Engine.set_lr_target` changes either. Before each batch the engine sets
@@ -79,6 +82,7 @@ class TrainState:
     global_step: int = 0
     steps_per_epoch: int | None = None
     samples_per_step: int | None = None
+    global_batch: dict[str, int] | None = None
     target_lr: float | None = None
     target_world_size: int = 1
     lr_factors: dict[str, float] = field(default_factory=dict)
@@ -106,6 +110,7 @@ class TrainState:
             "batch": self.batch,
             "global_step": self.global_step,
             "target_lr": self.target_lr,
+            "global_batch": None if self.global_batch is None else dict(self.global_batch),
             "history": {k: list(v) for k, v in self.history.items()},
         }
 

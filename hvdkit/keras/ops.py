@@ -12,6 +12,11 @@ from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.types import Snapshot
 from hvdkit.tensorflow.variables import broadcast_variables
 
+# Settings a resume puts back as attributes; the others shape the traced step (accumulation, EMA,
+# clipping) or are not settings (the name; the LR is a variable, restored with the others).
+_FIXED_SETTINGS = frozenset({"name", "learning_rate", "clipnorm", "clipvalue", "global_clipnorm", "use_ema",
+                             "ema_overwrite_frequency", "gradient_accumulation_steps", "loss_scale_factor"})
+
 
 def _inner(optimizer: keras.optimizers.Optimizer) -> keras.optimizers.Optimizer:
     """The optimizer that holds the LR and slots (inside a ``LossScaleOptimizer``, its inner one)."""
@@ -59,6 +64,16 @@ class KerasOps:
             if v is not None:
                 v.assign(v * factor)
 
+    def weights_finite(self) -> bool:
+        """True when every floating-point weight of the model is finite."""
+        return all(np.isfinite(w).all() for w in self.model.get_weights() if np.issubdtype(w.dtype, np.floating))
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The optimizer's settings that a checkpoint holds (momentum, betas, ...), as plain values."""
+        config = _inner(self.optimizer).get_config()
+        return {k: v for k, v in config.items()
+                if k not in _FIXED_SETTINGS and isinstance(v, (bool, int, float, str, type(None)))}
+
     def ensure_built(self) -> None:
         """Create the optimizer's variables now (before the first step)."""
         opt = self.optimizer
@@ -72,6 +87,7 @@ class KerasOps:
             "model": [np.asarray(w) for w in self.model.get_weights()],
             "optimizer": [keras.ops.convert_to_numpy(v) for v in self.optimizer.variables],
             "rng": capture_host_rng(),
+            "settings": self.hyperparameters(),  # Python attributes, not variables: saved beside them
         }
 
     def capture_staged(self) -> Snapshot:
@@ -88,6 +104,10 @@ class KerasOps:
                              f"has {len(variables)}: was it saved with another optimizer?")
         for var, value in zip(variables, snapshot["optimizer"]):
             var.assign(value)
+        inner = _inner(self.optimizer)
+        for name, value in snapshot.get("settings", {}).items():
+            if name not in _FIXED_SETTINGS and hasattr(inner, name):
+                setattr(inner, name, value)
         rng = snapshot.get("rng")
         if rng:
             restore_host_rng(rng)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 from typing import Any
 
 import horovod.tensorflow as hvd
 import keras
+import tensorflow as tf
 
 from hvdkit.core.collectives import resolve_reduction
+from hvdkit.core.numerics import check_nonfinite
 from hvdkit.core.validation import check_int, check_number
 from hvdkit.keras.mixed_precision import agreed_loss_scaling
 from hvdkit.tensorflow.gradients import allreduce_gradients
@@ -25,13 +28,50 @@ class _DistributedMixin:
     _hvdkit_distributed = True
     _hvdkit_reduce: dict[str, Any] = {}
     _hvdkit_scale = 1.0  # backward_passes_per_step when the aggregated gradients are summed (Horovod's default)
+    _hvdkit_nonfinite = "stop"
 
     def _clip_gradients(self, grads: list[Any]) -> list[Any]:
+        # Which ranks' own gradients are not finite: a flag per rank, summed beside the gradients (every
+        # step, outside any branch, so every rank runs the same collectives). The decision below reads
+        # only allreduced values, the same on every rank.
+        process_set = self._hvdkit_reduce.get("process_set") or hvd.global_process_set
+        local_bad = tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
+        flags = hvd.allreduce(tf.one_hot(hvd.rank(), hvd.size()) * local_bad, op=hvd.Sum,
+                              name=f"hvdkit.{self.name}.nonfinite", process_set=process_set)  # type: ignore[attr-defined]
         grads = allreduce_gradients(grads, name_prefix=f"hvdkit.{self.name}",  # type: ignore[attr-defined]
                                     **self._hvdkit_reduce)
         if self._hvdkit_scale != 1.0:  # Keras averages what it accumulated; Horovod sums unless told to average
             grads = [None if g is None else g * self._hvdkit_scale for g in grads]
+        self._hvdkit_bad_ranks = tf.reshape(tf.where(flags > 0), [-1])
+        self._hvdkit_finite = tf.logical_and(tf.reduce_all(flags == 0), _all_finite(grads))
         return super()._clip_gradients(grads)  # type: ignore[misc]
+
+    def _backend_update_step(self, grads: list[Any], trainable_variables: list[Any], learning_rate: Any) -> None:
+        """The update, unless the averaged gradients (the same on every rank) are not finite: then
+        ``nonfinite`` stops (an error on every rank), skips or applies it with a warning."""
+        def update() -> None:
+            super(_DistributedMixin, self)._backend_update_step(  # type: ignore[misc]
+                grads, trainable_variables, learning_rate)
+
+        def nonfinite() -> None:
+            message = tf.strings.format(
+                "non-finite gradients (NaN or inf) after the allreduce at step {}; the local gradients of this step "
+                "were non-finite on rank(s) {} (none: they overflowed in the allreduce)",
+                (self.iterations, self._hvdkit_bad_ranks))  # type: ignore[attr-defined]
+            if self._hvdkit_nonfinite == "stop":
+                tf.debugging.Assert(False, [tf.strings.join([
+                    # no quotes: TensorFlow escapes them in the error it raises
+                    "hvdkit NonFiniteError: ", message, ". Training stopped on every rank before the update "
+                    "(nonfinite=stop), so the weights and the last checkpoint are finite; nonfinite=skip skips "
+                    "such steps, nonfinite=warn applies them"])])
+                return
+            tf.print("hvdkit WARNING:", message, ": update skipped on every rank (nonfinite='skip')"
+                     if self._hvdkit_nonfinite == "skip" else ": update applied (nonfinite='warn'): the weights "
+                     "are no longer finite and will not be checkpointed", output_stream=sys.stderr)
+            if self._hvdkit_nonfinite == "warn":
+                update()
+
+        keras.ops.cond(self._hvdkit_finite, update, nonfinite)
 
     @property
     def _agg_helper(self) -> SimpleNamespace | None:
@@ -40,6 +80,13 @@ class _DistributedMixin:
         passes, ``iterations`` updates); None without ``backward_passes_per_step``, as Horovod's."""
         steps = self.gradient_accumulation_steps  # type: ignore[attr-defined]
         return SimpleNamespace(counter=self._iterations % steps) if steps else None  # type: ignore[attr-defined]
+
+
+def _all_finite(grads: list[Any]) -> Any:
+    """A boolean tensor: every value of every (dense or sparse) gradient is finite."""
+    checks = [tf.reduce_all(tf.math.is_finite(g.values if isinstance(g, tf.IndexedSlices) else g))
+              for g in grads if g is not None]
+    return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
 
 
 def _distributed_class(cls: type) -> type:
@@ -61,8 +108,8 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, name: str | None
                          gradient_predivide_factor: float = 1.0, op: Any = "average",
                          backward_passes_per_step: int = 1, average_aggregated_gradients: bool = False,
                          num_groups: int = 0, groups: int | None = None, process_set: Any = None,
-                         scale_local_gradients: bool = True, *,
-                         accumulate_steps: int | None = None) -> keras.optimizers.Optimizer:
+                         scale_local_gradients: bool = True, *, accumulate_steps: int | None = None,
+                         nonfinite: str = "stop") -> keras.optimizers.Optimizer:
     """Return a copy of ``optimizer`` (same class, same config) whose updates use gradients
     averaged over all workers. Build the model with it before the first step.
 
@@ -77,6 +124,10 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, name: str | None
     ``scale_local_gradients`` is accepted for Horovod's signature (hvdkit's optimizer has no local variables).
     ``accumulate_steps`` is hvdkit's name for ``backward_passes_per_step`` (the one ``Trainer`` and
     ``distribute`` use); this function is also Horovod's ``hvd.DistributedOptimizer``, so both are accepted.
+
+    ``nonfinite``: what an update whose averaged gradients hold a NaN or an inf does, on every rank alike:
+    ``"stop"`` (default: an error before the update, naming the step and the ranks whose own gradients were
+    not finite), ``"skip"`` or ``"warn"`` (apply it), as ``Trainer(nonfinite=...)`` in PyTorch.
 
     It behaves like the optimizer it wraps: ``learning_rate`` reads and sets the LR,
     Keras's ``LearningRateScheduler``/``ReduceLROnPlateau`` work, ``get_config()``
@@ -95,6 +146,7 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, name: str | None
         raise ValueError("optimizer must be wrapped before it is built (before the first training step); "
                          "got one that already holds variables")
     compression, op = resolve_reduction(hvd, compression, op)
+    check_nonfinite(nonfinite)
     check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)
     if accumulate_steps is not None:
         check_int("accumulate_steps", accumulate_steps, minimum=1)
@@ -117,14 +169,14 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, name: str | None
         "device_dense": device_dense, "device_sparse": device_sparse, "groups": groups}
 
     def wrap(inner: keras.optimizers.Optimizer) -> keras.optimizers.Optimizer:
-        return _wrap(inner, name, backward_passes_per_step, average_aggregated_gradients, reduce)
+        return _wrap(inner, name, backward_passes_per_step, average_aggregated_gradients, reduce, nonfinite)
 
     scaled = agreed_loss_scaling(optimizer, wrap)
     return wrap(optimizer) if scaled is None else scaled
 
 
 def _wrap(optimizer: keras.optimizers.Optimizer, name: str | None, backward_passes_per_step: int,
-          average_aggregated_gradients: bool, reduce: dict[str, Any]) -> keras.optimizers.Optimizer:
+          average_aggregated_gradients: bool, reduce: dict[str, Any], nonfinite: str) -> keras.optimizers.Optimizer:
     """The distributed copy of a plain (checked) optimizer."""
     config = optimizer.get_config()
     if name is not None:
@@ -137,6 +189,7 @@ def _wrap(optimizer: keras.optimizers.Optimizer, name: str | None, backward_pass
     dist_cls: Any = _distributed_class(type(optimizer))
     dist = dist_cls.from_config(config)
     dist._hvdkit_reduce = reduce
+    dist._hvdkit_nonfinite = nonfinite
     if backward_passes_per_step > 1 and not average_aggregated_gradients:
         dist._hvdkit_scale = float(backward_passes_per_step)
     return dist

@@ -113,6 +113,26 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int, 
     hvd.broadcast_optimizer_state(optimizer, root_rank, model=model)
 
 
+def _optimizer_class(optimizer: torch.optim.Optimizer) -> str:
+    """The optimizer's class (Horovod's DistributedOptimizer subclasses it under the same name)."""
+    return type(optimizer).__name__
+
+
+def check_optimizer_class(optimizer: torch.optim.Optimizer, saved: str | None, saved_groups: list[Any]) -> None:
+    """Raise a ValueError naming both classes when a checkpoint's optimizer state is of another optimizer
+    (by its recorded class, or for older checkpoints by its settings' names): torch would load it and
+    fail at the first step with a KeyError from inside the optimizer."""
+    mine = _optimizer_class(optimizer)
+    keys = sorted(k for k in (saved_groups[0] if saved_groups else {}) if k not in ("params", "initial_lr"))
+    own = sorted(k for k in optimizer.param_groups[0] if k not in ("params", "initial_lr"))
+    if saved is not None and saved != mine:
+        raise ValueError(f"it holds the state of optimizer class {saved}, but this run's optimizer is class {mine}: "
+                         f"resume with {saved}, or start a fresh run for {mine} (another directory, or resume=False)")
+    if saved is None and keys and keys != own:
+        raise ValueError(f"it holds the state of an optimizer with settings {keys}, but this run's optimizer is class "
+                         f"{mine}, with settings {own}: resume with the optimizer class it was written with")
+
+
 class TorchOps:
     """Reads and sets optimizer LR/momentum and captures/restores model, optimizer and RNG state."""
 
@@ -140,11 +160,28 @@ class TorchOps:
     def scale_momentum(self, factor: float) -> None:
         """Not needed for torch optimizers (the LR is outside the buffer); kept for the interface."""
 
+    def weights_finite(self) -> bool:
+        """True when every parameter and floating-point buffer is finite (one fused max-abs)."""
+        tensors = [t.detach() for t in [*self.model.parameters(), *self.model.buffers()] if t.is_floating_point()]
+        return not tensors or bool(torch.isfinite(torch.nn.utils.get_total_norm(tensors, float("inf"))))
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The optimizer's settings other than the LR (the first parameter group's: hvdkit sets every group
+        alike), as plain values."""
+        group = self.optimizer.param_groups[0]
+        plain = (bool, int, float, str, tuple, type(None))
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in group.items()
+                if k not in ("params", "lr", "initial_lr") and isinstance(v, plain)}
+
+    def _optimizer_state(self) -> dict[str, Any]:
+        # the class name lets a resume with another optimizer fail with both names, not inside torch
+        return {**self.optimizer.state_dict(), "class": _optimizer_class(self.optimizer)}
+
     def capture(self) -> Snapshot:
         """Model, optimizer and RNG state, every tensor copied to host memory (training may go on)."""
         snapshot: Snapshot = {
             "model": _host_copy(self.model.state_dict()),
-            "optimizer": _host_copy(self.optimizer.state_dict()),
+            "optimizer": _host_copy(self._optimizer_state()),
             "rng": {"torch": torch.get_rng_state(), **capture_host_rng()},
         }
         scaler = self.precision.state_dict() if self.precision is not None else {}
@@ -158,7 +195,7 @@ class TorchOps:
         :meth:`restore`, :meth:`broadcast_state` and :meth:`dump` wait for the copy."""
         deferred: list[torch.Tensor] = list(self.model.parameters())
         deferred += [t for s in self.optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        state = {"model": self.model.state_dict(), "optimizer": self._optimizer_state()}
         scaler = self.precision.state_dict() if self.precision is not None else {}
         if scaler:
             state["grad_scaler"] = scaler
@@ -169,8 +206,10 @@ class TorchOps:
     def restore(self, snapshot: Snapshot) -> None:
         """Put a :meth:`capture` snapshot back."""
         self.staging.wait()
+        optimizer = dict(snapshot["optimizer"])
+        check_optimizer_class(self.optimizer, optimizer.pop("class", None), optimizer.get("param_groups") or [])
         self.model.load_state_dict(snapshot["model"])
-        self.optimizer.load_state_dict(snapshot["optimizer"])
+        self.optimizer.load_state_dict(optimizer)
         if self.precision is not None and snapshot.get("grad_scaler"):
             self.precision.load_state_dict(snapshot["grad_scaler"])
         rng = snapshot.get("rng")

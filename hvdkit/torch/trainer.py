@@ -19,6 +19,7 @@ from hvdkit.core.callback import Callback
 from hvdkit.core.deprecation import reject_unknown, renamed_kwarg, warn_renamed
 from hvdkit.core.engine import Engine
 from hvdkit.core.history import History
+from hvdkit.core.numerics import NonFiniteGuard
 from hvdkit.core.state import TrainState
 from hvdkit.core.types import Logs
 from hvdkit.core.validation import check_bool, check_int
@@ -57,6 +58,12 @@ class Trainer:
     ``"fp16"`` (autocast in float16 plus a loss scaler synchronised with Horovod: a step where any rank's
     gradients overflow is skipped on every rank). See :mod:`hvdkit.torch.precision`.
 
+    ``nonfinite``: what a step whose averaged gradients hold a NaN or an inf does, on every rank alike:
+    ``"stop"`` (default: raise :class:`~hvdkit.core.numerics.NonFiniteError` before the update, naming the
+    step and the ranks whose loss was not finite), ``"skip"`` (no update; ``trainer.skipped_steps`` counts
+    them) or ``"warn"`` (apply it, with a warning). Under ``"fp16"`` the loss scaler skips such steps.
+    A checkpoint is never written from non-finite weights.
+
     ``progress``: hvdkit's tqdm bar on rank 0. The default (None) shows it when rank 0's stderr is a
     terminal and not otherwise (logs and CI stay clean); True or False force it. A ``ProgressBar`` in
     ``callbacks`` is used as given.
@@ -66,7 +73,7 @@ class Trainer:
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *,
                  callbacks: Iterable[Callback] = (), metrics: Mapping[str, MetricFn] | None = None,
                  device: str | torch.device | None = None, accumulate_steps: int = 1,
-                 progress: bool | None = None, precision: str = "32") -> None:
+                 progress: bool | None = None, precision: str = "32", nonfinite: str = "stop") -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         if not callable(loss_fn):
@@ -76,6 +83,7 @@ class Trainer:
         self.model = model
         self.precision = Precision(precision, self.device)
         self.accumulate_steps = check_int("accumulate_steps", accumulate_steps, minimum=1)
+        self._guard = NonFiniteGuard(nonfinite)
         if not is_distributed(optimizer):
             optimizer = distribute(model, optimizer, accumulate_steps=accumulate_steps)
         passes = getattr(optimizer, "backward_passes_per_step", 1)  # Horovod's optimizer keeps its own name
@@ -173,6 +181,8 @@ class Trainer:
         steps = self._steps_per_epoch(len(loader))
         if loader.batch_size is not None:
             state.samples_per_step = loader.batch_size * self.accumulate_steps * self.comm.size
+            state.global_batch = {"world_size": self.comm.size, "batch_size": loader.batch_size,
+                                  "accumulate_steps": self.accumulate_steps}
         val_problem = None if val_data is None else self._val_problem(val_data, batch_size)
         # Every rank checks the others have as many batches and validation data too (one allgather).
         engine.resumes_mid_epoch = True
@@ -235,10 +245,29 @@ class Trainer:
                 loss, out = self._backward(x, y, k)
                 self._record(acc, loss, out, y)
                 total = loss.detach() if total is None else total + loss.detach()
-            self.precision.step(self.optimizer)
             assert total is not None
+            self._step(total)
             end(i, {"loss": total / k})
         return acc.means()
+
+    @property
+    def skipped_steps(self) -> int:
+        """Steps skipped on every rank: non-finite gradients (``nonfinite="skip"``) or an fp16 overflow."""
+        return self._guard.skipped_steps + self.precision.skipped_steps
+
+    def _step(self, loss: torch.Tensor) -> None:
+        """Average the gradients and update, unless ``nonfinite`` skips a non-finite step (or fp16 overflows)."""
+        if self.precision.scaler is not None:  # the loss scaler skips non-finite steps on every rank itself
+            self.precision.step(self.optimizer)
+            return
+        self.optimizer.synchronize()  # type: ignore[attr-defined]  # Horovod's DistributedOptimizer
+        grads = [p.grad for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
+        # One fused max-abs over all gradients: NaN and inf survive it, and it is the same on every rank.
+        finite = not grads or bool(torch.isfinite(torch.nn.utils.get_total_norm(grads, float("inf"))))
+        s = self.engine.state
+        if finite or self._guard.on_nonfinite(self.comm, s.global_step, s.epoch, bool(torch.isfinite(loss))):
+            with self.optimizer.skip_synchronize():  # type: ignore[attr-defined]  # averaged already
+                self.optimizer.step()
 
     def _means(self) -> BatchMeans:
         """Loss/metric values kept on the model's device: read once per epoch, never synced per step."""
