@@ -31,7 +31,7 @@ def describe(hostfile: str, name: str) -> str:
     hosts = mpijob.read_hostfile(hostfile)
     total = sum(n for _, n in hosts)
     names = ", ".join(h for h, _ in hosts[:3]) + (", ..." if len(hosts) > 3 else "")
-    trains = " (runLauncherAsNode: the launcher trains too)" if any(
-        _POD.fullmatch(h)["rjob"] == "launcher" for h, _ in hosts) else ""
+    roles = {m["rjob"] for h, _ in hosts if (m := _POD.fullmatch(h))}
+    trains = " (runLauncherAsNode: the launcher trains too)" if "launcher" in roles else ""
     return (f"Kubeflow Trainer v2 TrainJob {name} launcher: hostfile {hostfile}, {len(hosts)} node(s), "
             f"{total} slot(s): {names}{trains}")
