@@ -29,6 +29,14 @@ class _DistributedMixin:
     _hvdkit_reduce: dict[str, Any] = {}
     _hvdkit_scale = 1.0  # backward_passes_per_step when the aggregated gradients are summed (Horovod's default)
     _hvdkit_nonfinite = "stop"
+    # Declared for type checkers only: the Keras optimizer this mixes into has them (no values here, so
+    # nothing shadows Keras's own attributes and properties).
+    name: str
+    iterations: Any
+    _iterations: Any
+    gradient_accumulation_steps: int | None
+    _hvdkit_bad_ranks: Any
+    _hvdkit_finite: Any
 
     def _clip_gradients(self, grads: list[Any]) -> list[Any]:
         # Which ranks' own gradients are not finite: a flag per rank, summed beside the gradients (every
@@ -37,8 +45,8 @@ class _DistributedMixin:
         process_set = self._hvdkit_reduce.get("process_set") or hvd.global_process_set
         local_bad = tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
         flags = hvd.allreduce(tf.one_hot(hvd.rank(), hvd.size()) * local_bad, op=hvd.Sum,
-                              name=f"hvdkit.{self.name}.nonfinite", process_set=process_set)  # type: ignore[attr-defined]
-        grads = allreduce_gradients(grads, name_prefix=f"hvdkit.{self.name}",  # type: ignore[attr-defined]
+                              name=f"hvdkit.{self.name}.nonfinite", process_set=process_set)
+        grads = allreduce_gradients(grads, name_prefix=f"hvdkit.{self.name}",
                                     **self._hvdkit_reduce)
         if self._hvdkit_scale != 1.0:  # Keras averages what it accumulated; Horovod sums unless told to average
             grads = [None if g is None else g * self._hvdkit_scale for g in grads]
@@ -57,7 +65,7 @@ class _DistributedMixin:
             message = tf.strings.format(
                 "non-finite gradients (NaN or inf) after the allreduce at step {}; the local gradients of this step "
                 "were non-finite on rank(s) {} (none: they overflowed in the allreduce)",
-                (self.iterations, self._hvdkit_bad_ranks))  # type: ignore[attr-defined]
+                (self.iterations, self._hvdkit_bad_ranks))
             if self._hvdkit_nonfinite == "stop":
                 tf.debugging.Assert(False, [tf.strings.join([
                     # no quotes: TensorFlow escapes them in the error it raises
@@ -78,8 +86,8 @@ class _DistributedMixin:
         """Horovod's private gradient-aggregation helper, as far as upstream's tests read it: ``counter`` is
         the number of backward passes accumulated since the last update (Keras 3's ``_iterations`` counts
         passes, ``iterations`` updates); None without ``backward_passes_per_step``, as Horovod's."""
-        steps = self.gradient_accumulation_steps  # type: ignore[attr-defined]
-        return SimpleNamespace(counter=self._iterations % steps) if steps else None  # type: ignore[attr-defined]
+        steps = self.gradient_accumulation_steps
+        return SimpleNamespace(counter=self._iterations % steps) if steps else None
 
 
 def _all_finite(grads: list[Any]) -> Any:

@@ -60,7 +60,7 @@ class RayExecutor:
         if (num_workers is None) == (num_hosts is None):
             raise ValueError(f"RayExecutor: give num_workers or num_hosts (with num_workers_per_host), not both or "
                              f"neither; got num_workers={num_workers!r}, num_hosts={num_hosts!r}")
-        self.num_workers = num_workers if num_workers is not None else num_hosts * num_workers_per_host  # type: ignore
+        self.num_workers = num_workers if num_workers is not None else (num_hosts or 0) * num_workers_per_host
         self.resources = {"CPU": cpus_per_worker, "GPU": (gpus_per_worker or 1) if use_gpu else 0}
         self.settings = settings
         self.workers: list[Any] = []

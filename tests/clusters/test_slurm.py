@@ -1,7 +1,8 @@
 """Slurm for real: docker/slurm/slurm-cluster.sh builds slurmctld + slurmd nodes in network/UTS
 namespaces (munge key made at start), and sbatch trains an example across two nodes with MPI
 (srun --mpi=pmix) and with Gloo only (hvdkit slurm-gloo); a node dies and the --requeue job resumes
-from its checkpoint. Times are printed (pytest -s) and quoted in docs/clusters.md.
+from its checkpoint; SIGUSR1 (--signal=USR1@60) stops a job with a checkpoint and it is requeued
+without losing a step. Times are printed (pytest -s) and quoted in docs/clusters.md.
 
 The two jobs on the cluster, the file's slow part, are ``slow_check`` tests that
 ``scripts/slow-checks.sh`` runs; CI checks the Slurm launcher with tests/clusters/test_launcher_environments.py
@@ -141,6 +142,46 @@ def test_requeued_job_resumes_from_its_checkpoint_after_a_node_dies(tmp_path):
           f"starts {restarted - lost:.1f} s, -> training resumed {resumed - lost:.1f} s, -> next epoch done "
           f"{first(r, f'epoch +{after[0]}/12', after=lost) - lost:.1f} s; redone: 0 completed epochs, at most "
           f"the {steps_per_epoch} steps of epoch {after[0]} in flight")
+    assert _leftovers() == ([], [], [])
+
+
+@requires_horovod
+@pytest.mark.slow_check
+@pytest.mark.horovod
+@pytest.mark.timeout(420)
+def test_usr1_preemption_checkpoints_requeues_and_loses_no_step(tmp_path):
+    """2 nodes, the same training twice: straight through, and sent SIGUSR1 during epoch 3 (what
+    ``--signal=USR1@60`` sends before the time limit), after which examples/slurm/train-preempt.sbatch
+    requeues it. The requeued run resumes at the step after the stop and ends with the same validation
+    metrics, epoch by epoch, as the uninterrupted run: no step lost, none trained twice."""
+    _ready()
+    args = "examples/pytorch_mnist.py --epochs 4 --batch-size 16"
+    run = f"{sys.executable} {DRIVER} --timeout 180"
+    script = (f"set -e; {run} --out {tmp_path}/straight examples/slurm/train-preempt.sbatch {tmp_path}/ckpt-a "
+              f"{args} --metrics-file {tmp_path}/a.jsonl; "
+              f"{run} --out {tmp_path}/preempted --signal USR1 --signal-when 'epoch +2/' "
+              f"examples/slurm/train-preempt.sbatch {tmp_path}/ckpt-b {args} --metrics-file {tmp_path}/b.jsonl")
+    proc = cluster(script, timeout=400)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    straight, preempted = reports(proc.stdout)
+    text = "\n".join(line for _, line in preempted["lines"])
+    assert straight["state"] == "COMPLETED" and straight["restarts"] == 0
+    assert preempted["state"] == "COMPLETED" and preempted["restarts"] == 1, text
+    assert "stopped on a signal (exit 138)" in text and "(restart 1) started" in text, text
+    stop = re.search(r"SIGUSR1: stopped after step (\d+) \(epoch (\d+)\); wrote (\S+)", text)
+    assert stop and int(stop.group(2)) >= 2, text
+    a, b = ([json.loads(line) for line in (tmp_path / f).read_text().splitlines()] for f in ("a.jsonl", "b.jsonl"))
+    assert [row["epoch"] for row in b] == [row["epoch"] for row in a] == [1, 2, 3, 4]
+    val = sorted(k for k in a[0] if k.startswith("val_"))
+    assert val and [[row[k] for k in val] for row in b] == [[row[k] for k in val] for row in a]
+    assert b[-1]["global_step"] == a[-1]["global_step"]
+    signalled = preempted["signalled_at"]
+    restarted = first(preempted, r"\(restart 1\) started", after=signalled)
+    print(f"SIGUSR1 -> ranks stopped with the checkpoint of step {stop.group(1)} "
+          f"{first(preempted, 'SIGUSR1: stopped', after=signalled) - signalled:.1f} s, -> requeued job starts "
+          f"{restarted - signalled:.1f} s, -> training resumed "
+          f"{first(preempted, '^training on', after=signalled) - signalled:.1f} s; steps lost: 0 (same metrics)")
     assert _leftovers() == ([], [], [])
 
 

@@ -3,10 +3,12 @@
 Runs inside docker/slurm/slurm-cluster.sh (the controller's namespace, SLURM_CONF set):
 
     python tests/workers/slurm_driver.py --out DIR [--lose node2 --lose-when 'epoch +3/'] SCRIPT ARGS...
+    python tests/workers/slurm_driver.py --out DIR --signal USR1 --signal-when 'epoch +2/' SCRIPT ARGS...
 
 Every output line is stamped with the time it appeared (the file is read every 0.1 s), so the report
 has job start -> first line of training, and node loss -> resumed training. With --lose, the node dies
-(docker/slurm/lose-node.sh) once a line matches the pattern. The job's end is read from
+(docker/slurm/lose-node.sh) once a line matches the pattern; with --signal, `scancel --signal` sends the
+signal to the job's steps once, as `#SBATCH --signal=USR1@60` does before the time limit. The job's end is read from
 `scontrol show job` (final states only; a requeued job goes on). Every wait has a deadline.
 """
 
@@ -35,6 +37,8 @@ def main() -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--lose")
     p.add_argument("--lose-when")
+    p.add_argument("--signal")
+    p.add_argument("--signal-when")
     p.add_argument("--timeout", type=float, default=240)
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
@@ -51,7 +55,7 @@ def main() -> int:
     job = sub.stdout.strip().split(";")[0]
     lines: list[tuple[float, str]] = []
     pos, partial = 0, ""
-    lost_at = None
+    lost_at = signalled_at = None
     states: list[tuple[float, str]] = []
     deadline = submitted + a.timeout
     fields: dict[str, str] = {}
@@ -69,6 +73,9 @@ def main() -> int:
                 if a.lose and lost_at is None and re.search(a.lose_when, line):
                     subprocess.run([str(REPO / "docker/slurm/lose-node.sh"), a.lose], check=True, timeout=30)
                     lost_at = time.time()
+                if a.signal and signalled_at is None and re.search(a.signal_when, line):
+                    subprocess.run(["scancel", f"--signal={a.signal}", job], check=True, timeout=30)
+                    signalled_at = time.time()
         fields = job_fields(job)
         state = fields.get("JobState", "?")
         if not states or states[-1][1] != state:
@@ -85,6 +92,7 @@ def main() -> int:
                       "exit_code": fields.get("ExitCode"), "restarts": int(fields.get("Restarts", "0") or 0),
                       "nodes": fields.get("NodeList"), "reason": fields.get("Reason"),
                       "begin": fields.get("BeginTime"), "num_nodes": fields.get("NumNodes"), "lost_at": lost_at,
+                      "signalled_at": signalled_at,
                       "states": states, "lines": lines}))
     return 0
 
