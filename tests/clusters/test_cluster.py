@@ -218,7 +218,7 @@ def test_documented_compose_commands_name_the_launcher_service_and_remove_the_vo
     """Without naming the launcher, keygen's normal exit ends the run (Compose v1 stops the cluster
     before training; v2 never returns)."""
     found = 0
-    docs = ("README.md", "docs/docker.md", "docs/clusters.md",
+    docs = ("README.md", "docs/docker.md", "docs/clusters.md", "docker/compose.sh",
             "docker/docker-compose.yml", "docker/docker-compose.gpu.yml")
     for doc in docs:
         text = (REPO / doc).read_text().replace("\\\n", " ")

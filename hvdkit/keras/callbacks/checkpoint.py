@@ -32,9 +32,9 @@ class Checkpoint(EngineBridge):
 
     def __init__(self, directory: str | os.PathLike[str], every_n_epochs: int = 1, keep: int = 3,
                  resume: bool = True, trust_pickle: bool = False, async_save: bool = True,
-                 process_set: Any = None) -> None:
+                 process_set: Any = None, on_signal: str = "save") -> None:
         super().__init__(core.Checkpoint(directory, every_n_epochs, keep, resume, trust_pickle, async_save,
-                                         process_set))
+                                         process_set, on_signal))
 
     def resume_epoch(self, model: keras.Model) -> int:
         """Restore the newest valid checkpoint into ``model`` now; return the epoch to pass as
