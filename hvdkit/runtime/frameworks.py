@@ -4,9 +4,8 @@ extensions and hvdkit's patches were built and checked only inside it, so the us
 
 from __future__ import annotations
 
+import re
 import warnings
-
-from packaging.version import InvalidVersion, Version
 
 # (oldest, newest) major.minor that CI, the slow checks or a GPU run have trained with (docs/install.md).
 TESTED: dict[str, tuple[str, str]] = {
@@ -26,15 +25,20 @@ def untested(name: str, version: str | None) -> str | None:
     """A message when ``version`` of ``name`` lies outside the tested range, else ``None``."""
     if version is None or name not in TESTED:
         return None
-    try:
-        release = Version(version).release[:2]
-    except InvalidVersion:
+    release = _major_minor(version)
+    if release is None:
         return f"{name} {version} is not a version hvdkit can read; hvdkit is tested with {name} {tested_range(name)}"
-    low, high = (Version(v).release[:2] for v in TESTED[name])
+    low, high = (_major_minor(v) or (0, 0) for v in TESTED[name])
     if low <= release <= high:
         return None
     return (f"{name} {version} is outside the versions hvdkit is tested with ({tested_range(name)}); "
             f"it may work, but Horovod's extensions were not checked against it")
+
+
+def _major_minor(version: str) -> tuple[int, int] | None:
+    # A regex, not packaging: doctor must run in an environment that has nothing installed.
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def warn_if_untested(name: str, version: str | None) -> None:
