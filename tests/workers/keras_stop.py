@@ -23,7 +23,8 @@ out = {"rank": r}
 
 def model():
     m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
-    m.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.01), nonfinite="warn"), loss="mse")  # warn: the NaN must reach TerminateOnNaN
+    # warn: the NaN must reach TerminateOnNaN, whose stop is what these runs test
+    m.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.01), nonfinite="warn"), loss="mse")
     return m
 
 
