@@ -173,7 +173,7 @@ def _find(rows: list[dict[str, Any]], name: str, n: int, gbit: float, nbytes: in
 
 
 def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The issue's goals, judged on the per-round values of the rows they name."""
+    """The network targets (docs/choosing-an-algorithm.md), judged on the per-round values of the rows they name."""
     out = []
     ring, ps, fp16 = RING, PS, FP16
     r4 = _find(rows, ring, 4, 1.0)
