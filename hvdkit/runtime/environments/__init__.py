@@ -97,7 +97,7 @@ def prepare_process(environ: MutableMapping[str, str] | None = None) -> Launcher
     if ctx.kind == "slurm-gloo" and "HOROVOD_RANK" not in env:
         slot = slurm.step_slot(env)
         expected = env.get("HVDKIT_GLOO_PLAN")
-        actual = ",".join(f"{h}:{n}" for h, n in _plan_summary(env))
+        actual = slurm.summary(slurm.step_plan(env))
         if expected and expected != actual:
             raise RuntimeError(f"this srun step runs tasks {actual} but the Gloo rendezvous was sized for "
                                f"{expected}: start it through `hvdkit slurm-gloo` without task options")
@@ -116,11 +116,6 @@ def whole_lines() -> None:
     for stream in (sys.stdout, sys.stderr):
         if getattr(stream, "write_through", False) and hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True, write_through=False)
-
-
-def _plan_summary(env: MutableMapping[str, str]) -> list[tuple[str, int]]:
-    hosts = slurm.expand_hostlist(env["SLURM_STEP_NODELIST"])
-    return list(zip(hosts, slurm.expand_tasks_per_node(env["SLURM_STEP_TASKS_PER_NODE"])))
 
 
 __all__ = ["LauncherContext", "detect", "prepare_process"]
