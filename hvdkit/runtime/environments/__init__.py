@@ -1,6 +1,6 @@
 """Which launcher started this process, and what hvdkit does with it.
 
-One module per launcher (:mod:`.local`, :mod:`.slurm`, :mod:`.mpijob`, :mod:`.spark`, :mod:`.ray`). :func:`detect`
+One module per cluster launcher (:mod:`.slurm`, :mod:`.mpijob`, :mod:`.spark`, :mod:`.ray`). :func:`detect`
 names the context for ``hvdkit doctor``; :func:`prepare_process` is what the adapters' ``init()`` call
 before ``hvd.init()``.
 """
@@ -12,7 +12,7 @@ import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-from hvdkit.runtime.environments import local, mpijob, ray, slurm, spark, trainjob
+from hvdkit.runtime.environments import mpijob, ray, slurm, spark, trainjob
 
 _MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 
@@ -41,7 +41,11 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
     if ray.in_train_worker(env):  # before horovodrun: the backend set Horovod's variables too
         return LauncherContext("ray", ray.describe(env), "Horovod's Gloo controller, as hvdkit.ray's backend set it up")
     if "HOROVOD_RANK" in env and "HOROVOD_HOSTNAME" in env:
-        return LauncherContext("horovodrun", local.horovodrun_describe(env), "Horovod's Gloo controller, as set")
+        elastic = ", elastic" if env.get("HOROVOD_ELASTIC") == "1" else ""
+        detail = (f"Horovod launcher (Gloo{elastic}): rank {env.get('HOROVOD_RANK')} of {env.get('HOROVOD_SIZE')} on "
+                  f"{env.get('HOROVOD_HOSTNAME')}, rendezvous {env.get('HOROVOD_GLOO_RENDEZVOUS_ADDR')}:"
+                  f"{env.get('HOROVOD_GLOO_RENDEZVOUS_PORT')}")
+        return LauncherContext("horovodrun", detail, "Horovod's Gloo controller, as set")
     mpi_var = next((v for v in _MPI_RANK_VARS if v in env), None)
     if mpi_var:
         how = "srun --mpi=pmix (direct launch)" if slurm.in_step(env) and mpi_var == "PMIX_RANK" and \
@@ -85,7 +89,7 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
     if "RAY_ADDRESS" in env:
         return LauncherContext("ray-driver", ray.describe(env), "one process here; hvdkit.ray.HorovodTrainer(train, "
                                "scaling_config=ScalingConfig(num_workers=N)).fit() trains on N Ray workers")
-    return LauncherContext("local", local.describe(cores),
+    return LauncherContext("local", f"no launcher: one process on this machine ({cores} core(s))",
                            "one process, or `horovodrun -np N -H localhost:N` for N on this machine")
 
 
