@@ -74,31 +74,39 @@ class LocalComm(Comm):
 
     @property
     def rank(self) -> int:
+        """Always 0."""
         return 0
 
     @property
     def size(self) -> int:
+        """The pretend size."""
         return self._size
 
     @property
     def local_rank(self) -> int:
+        """Always 0."""
         return 0
 
     @property
     def local_size(self) -> int:
+        """Always 1."""
         return 1
 
     @property
     def elastic(self) -> bool:
+        """As given to the constructor."""
         return self._elastic
 
     def broadcast_object(self, obj: Any, root_rank: int = 0) -> Any:
+        """``obj`` itself."""
         return obj
 
     def allreduce_mean(self, values: Mapping[str, float]) -> dict[str, float]:
+        """The values themselves, as floats."""
         return {k: float(v) for k, v in values.items()}
 
     def allgather_object(self, obj: object) -> list[Any]:
+        """``[obj]``."""
         return [obj]
 
 

@@ -20,24 +20,30 @@ class HorovodComm(Comm):
 
     @property
     def rank(self) -> int:
+        """Horovod's rank."""
         return int(self.hvd.rank())
 
     @property
     def size(self) -> int:
+        """Horovod's size."""
         return int(self.hvd.size())
 
     @property
     def local_rank(self) -> int:
+        """Horovod's local rank."""
         return int(self.hvd.local_rank())
 
     @property
     def local_size(self) -> int:
+        """Horovod's local size."""
         return int(self.hvd.local_size())
 
     def broadcast_object(self, obj: Any, root_rank: int = 0) -> Any:
+        """Horovod's ``broadcast_object`` from ``root_rank``."""
         return self.hvd.broadcast_object(obj, root_rank=root_rank, name="hvdkit.broadcast_object")
 
     def allgather_object(self, obj: object) -> list[Any]:
+        """Horovod's ``allgather_object``: every rank's ``obj`` in rank order."""
         return list(self.hvd.allgather_object(obj, name="hvdkit.allgather_object"))
 
     def allreduce_mean(self, values: Mapping[str, float]) -> dict[str, float]:
