@@ -8,7 +8,6 @@ run identity and sequence, so the folder resumes where it stopped. Pickles are r
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import io
 import json
@@ -21,28 +20,9 @@ from typing import Any
 
 from hvdkit.core.atomic_file import atomic_write, checksum, fsync_dir
 from hvdkit.core.checkpoint_store import FORMAT_VERSION, TENSORS_SUFFIX, CheckpointStore, Manifest, read_manifest
-from hvdkit.core.checkpoint_tree import NUMERIC_KINDS, hashable_key, numpy_leaf, numpy_payload, split
+from hvdkit.core.checkpoint_tree import NUMERIC_KINDS, join, numpy_leaf, numpy_payload, split
 
 OLD_KERAS_MAGIC = b"HVDKIT-SAFE-1\n"
-
-
-def _old_keras_decode(node: Any, arrays: list[Any]) -> Any:
-    if isinstance(node, list):
-        return [_old_keras_decode(v, arrays) for v in node]
-    if not isinstance(node, dict):
-        return node
-    if "__array__" in node:
-        arr = arrays[node["__array__"]]
-        return arr[()] if node.get("scalar") else arr
-    if "__float__" in node:
-        return float(node["__float__"])
-    if "__bytes__" in node:
-        return base64.b64decode(node["__bytes__"])
-    if "__tuple__" in node:
-        return tuple(_old_keras_decode(v, arrays) for v in node["__tuple__"])
-    if "__dict__" in node:
-        return {hashable_key(_old_keras_decode(k, arrays)): _old_keras_decode(v, arrays) for k, v in node["__dict__"]}
-    raise ValueError(f"not a node of hvdkit's format-3 Keras layout: {sorted(node)}")
 
 
 def read_old_keras(data: bytes) -> Any:
@@ -62,7 +42,7 @@ def read_old_keras(data: bytes) -> Any:
         count = nbytes // dtype.itemsize if dtype.itemsize else 0
         arrays.append(np.frombuffer(data, dtype=dtype, count=count, offset=pos).reshape(meta["shape"]).copy())
         pos += nbytes
-    return _old_keras_decode(header["tree"], arrays)
+    return join(header["tree"], dict(enumerate(arrays)), tag="__array__")
 
 
 def _decode(framework: str, data: bytes, trust_pickle: bool) -> tuple[Any, Any]:

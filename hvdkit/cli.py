@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 
@@ -29,31 +30,18 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--trust-pickle", action="store_true",
                    help="also read pickled payloads (pickle runs code the file names: trusted folders only)")
 
-    p = sub.add_parser("elastic-local", help="elastic horovodrun on one machine (two local 'hosts', no hangs)",
-                       add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-
-    p = sub.add_parser("slurm-gloo", help="Gloo-only Horovod job over a Slurm allocation (rendezvous + srun)",
-                       add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-
-    p = sub.add_parser("plan", help="predicted communication per step of ring, tree and parameter-server reductions "
-                                    "on a cluster you describe, and what to choose", add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["plan"]:  # its own parser (hvdkit plan --help)
-        from hvdkit.plan import main as plan_main
-
-        return plan_main(argv[1:])
-    if argv[:1] == ["elastic-local"]:  # its options and the training command go on verbatim
-        from hvdkit.elastic_local import main as elastic_main
-
-        return elastic_main(argv[1:])
-    if argv[:1] == ["slurm-gloo"]:  # the training command goes on verbatim
-        from hvdkit.runtime.slurm_gloo import main as slurm_gloo_main
-
-        return slurm_gloo_main(argv[1:])
+    # Their options and the training command go on verbatim, to the module's own parser (hvdkit plan --help).
+    for name, module, about in [
+        ("elastic-local", "hvdkit.elastic_local", "elastic horovodrun on one machine (two local 'hosts', no hangs)"),
+        ("slurm-gloo", "hvdkit.runtime.slurm_gloo",
+         "Gloo-only Horovod job over a Slurm allocation (rendezvous + srun)"),
+        ("plan", "hvdkit.plan", "predicted communication per step of ring, tree and parameter-server reductions on a "
+                                "cluster you describe, and what to choose"),
+    ]:
+        sub.add_parser(name, help=about, add_help=False).add_argument("rest", nargs=argparse.REMAINDER)
+        if argv[:1] == [name]:
+            return importlib.import_module(module).main(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "doctor":
         from hvdkit.doctor import main as doctor_main

@@ -9,9 +9,10 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
+from hvdkit.buildtools.horovod_wheel import first_line
+from hvdkit.buildtools.horovod_wheel import installed_version as _version
 from hvdkit.buildtools.pythons import is_supported, supported_names
 from hvdkit.runtime.env_vars import env_problems
 from hvdkit.runtime.environments import detect as detect_launcher
@@ -36,13 +37,6 @@ class Report:
         """Record a problem and its fix; ``fatal`` when hvdkit cannot run."""
         self.problems.append((what, fix))
         self.fatal = self.fatal or fatal
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def _horovod_build(report: Report) -> None:
@@ -115,10 +109,7 @@ def collect() -> Report:
         if message:
             r.problem(message, f"install a tested {name} ({tested_range(name)}), or report what breaks")
     mpirun = shutil.which("mpirun")
-    f["mpi"] = None
-    if mpirun:
-        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, check=False)
-        f["mpi"] = (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr) else "unknown"
+    f["mpi"] = (first_line([mpirun, "--version"]) or "unknown") if mpirun else None
     cores = available_cores()
     local = local_size_from_env()
     f["cpu_count"] = cores

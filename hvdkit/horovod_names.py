@@ -1,12 +1,8 @@
-"""Horovod's names in an hvdkit adapter package: one helper for ``hvdkit.torch``, ``hvdkit.tensorflow``,
-``hvdkit.keras`` and ``hvdkit.keras.callbacks``.
+"""Horovod's names in an hvdkit adapter package (``hvdkit.torch``, ``.tensorflow``, ``.keras``, ``.keras.callbacks``).
 
-Each package keeps Horovod 0.28.1's public API in an explicit compat module (``horovod_api``), whose
-``__horovod_all__`` lists it. :func:`export` copies exactly those names into the package, plus the few
-Horovod internals that upstream's tests and example scripts reach (``__horovod_internal__``, listed by
-name), and returns the package's ``__getattr__``: nothing else falls through to Horovod, so a typo is an
-AttributeError naming both packages instead of a silent reach into Horovod's internals.
-Framework-free: the compat module imports Horovod, this module does not.
+Each package's compat module (``horovod_api``) lists Horovod 0.28.1's public API in ``__horovod_all__``
+(and the internals upstream's tests reach in ``__horovod_internal__``). Nothing else falls through to
+Horovod: a typo is an AttributeError naming both packages. The compat module imports Horovod; this does not.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ pip never falls back to the unpatched sdist.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -23,8 +24,8 @@ from importlib import metadata
 from pathlib import Path
 
 from hvdkit.buildtools.archive import safe_extract
+from hvdkit.horovod_names import HOROVOD_VERSION
 
-HOROVOD_VERSION = "0.28.1"
 SDIST_SHA256 = "92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0"
 PATCH_DIR = Path(__file__).with_name("patches")
 # The full build; collect_inputs() drops what the environment lacks, and the user's HOROVOD_WITH_* win.
@@ -53,16 +54,20 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "hvdkit"
 
 
+def installed_version(dist: str) -> str | None:
+    """The installed distribution ``dist``'s version, or None."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def _dist_version(*names: str) -> str | None:
-    for name in names:
-        try:
-            return f"{name}=={metadata.version(name)}"
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    return next((f"{name}=={v}" for name in names if (v := installed_version(name))), None)
 
 
-def _first_line(cmd: list[str]) -> str | None:
+def first_line(cmd: list[str]) -> str | None:
+    """The first line a command prints (stdout, else stderr), or None when it is missing or silent."""
     exe = shutil.which(cmd[0])
     if exe is None:
         return None
@@ -112,7 +117,7 @@ def collect_inputs(environ: dict[str, str] | None = None) -> BuildInputs:
     patches = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(PATCH_DIR.glob("*.patch"))}
     torch, tensorflow = _dist_version("torch"), _dist_version("tensorflow-cpu", "tensorflow", "tensorflow-gpu",
                                                             "tf-nightly")
-    mpi = _first_line(["mpirun", "--version"])
+    mpi = first_line(["mpirun", "--version"])
     present = {"PYTORCH": torch is not None, "TENSORFLOW": tensorflow is not None,
                "MPI": mpi is not None and shutil.which("mpicxx") is not None, "GLOO": True, "MXNET": False}
     flags = {}
@@ -123,9 +128,9 @@ def collect_inputs(environ: dict[str, str] | None = None) -> BuildInputs:
             on = present[part]
         flags[f"HOROVOD_WITH_{part}" if on else f"HOROVOD_WITHOUT_{part}"] = "1"
     flags.update({k: env[k] for k in GPU_FLAG_NAMES if env.get(k)})
-    cuda = _first_line(["nvcc", "--version"]) if flags.keys() & set(GPU_FLAG_NAMES) else None
+    cuda = first_line(["nvcc", "--version"]) if flags.keys() & set(GPU_FLAG_NAMES) else None
     if cuda is not None:
-        cuda = _first_line(["sh", "-c", "nvcc --version | tail -n 2 | head -n 1"]) or cuda
+        cuda = first_line(["sh", "-c", "nvcc --version | tail -n 2 | head -n 1"]) or cuda
     return BuildInputs(
         patches=patches,
         python=f"{sys.implementation.name}-{sys.version_info.major}.{sys.version_info.minor}",
@@ -265,23 +270,13 @@ def build_wheel(inputs: BuildInputs, root: Path | None = None, jobs: int | None 
     return wheel
 
 
-def installed_horovod_version() -> str | None:
-    """The installed horovod's version string, or None."""
-    try:
-        return metadata.version("horovod")
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def ensure_installed(force_rebuild: bool = False, echo=None) -> Path:
     """Install the cached wheel for this environment, building it first if needed."""
-    if echo is None:
-        def echo(msg: str) -> None:
-            print(msg, flush=True)
+    echo = echo or functools.partial(print, flush=True)
     inputs = collect_inputs()
     wheel = None if force_rebuild else cached_wheel(inputs)
     wanted = f"{HOROVOD_VERSION}+{inputs.local_label}"
-    if wheel is not None and installed_horovod_version() == wanted:
+    if wheel is not None and installed_version("horovod") == wanted:
         echo(f"horovod {wanted} already installed (cached wheel {wheel})")
         return wheel
     if wheel is None:

@@ -61,27 +61,28 @@ def split(obj: Any, leaf: Leaf) -> tuple[Any, dict[str, Any]]:
     return encode(obj, (), "checkpoint"), tensors
 
 
-def join(tree: Any, tensors: dict[str, Any]) -> Any:
-    """Rebuild what :func:`split` took apart; raises ValueError naming a tensor key the file lacks."""
+def join(tree: Any, tensors: dict[Any, Any], *, tag: str = TENSOR) -> Any:
+    """Rebuild what :func:`split` took apart; raises ValueError naming a tensor key the file lacks. ``tag``
+    names the tensor references (format 3's Keras layout called them ``__array__``, by index)."""
     if isinstance(tree, list):
-        return [join(v, tensors) for v in tree]
+        return [join(v, tensors, tag=tag) for v in tree]
     if not isinstance(tree, dict):
         return tree
-    if TENSOR in tree:
-        key = tree[TENSOR]
+    if tag in tree:
+        key = tree[tag]
         if key not in tensors:
             raise ValueError(f"the checkpoint's JSON refers to tensor {key!r}, which its safetensors file lacks")
         value = tensors[key]
         return value[()] if tree.get("scalar") else value
     if TUPLE in tree:
-        return tuple(join(v, tensors) for v in tree[TUPLE])
+        return tuple(join(v, tensors, tag=tag) for v in tree[TUPLE])
     if DICT in tree:
-        return {hashable_key(join(k, tensors)): join(v, tensors) for k, v in tree[DICT]}
+        return {hashable_key(join(k, tensors, tag=tag)): join(v, tensors, tag=tag) for k, v in tree[DICT]}
     if FLOAT in tree:
         return float(tree[FLOAT])
     if BYTES in tree:
         return base64.b64decode(tree[BYTES])
-    return {k: join(v, tensors) for k, v in tree.items()}
+    return {k: join(v, tensors, tag=tag) for k, v in tree.items()}
 
 
 def hashable_key(key: Any) -> Any:

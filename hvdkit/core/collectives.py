@@ -16,23 +16,20 @@ REDUCE_OPS: dict[str, str] = {"average": "Average", "sum": "Sum", "adasum": "Ada
 
 def horovod_reduction(hvd: Any, compression: str, op: str) -> tuple[Any, Any]:
     """Horovod's compressor class and reduce op for ``compression``/``op`` in the binding ``hvd``."""
-    check_choice("compression", compression, list(COMPRESSIONS))
-    check_choice("op", op, list(REDUCE_OPS))
-    return getattr(hvd.Compression, COMPRESSIONS[compression]), getattr(hvd, REDUCE_OPS[op])
+    return resolve_reduction(hvd, check_choice("compression", compression, list(COMPRESSIONS)),
+                             check_choice("op", op, list(REDUCE_OPS)))
 
 
 def resolve_reduction(hvd: Any, compression: Any, op: Any) -> tuple[Any, Any]:
     """:func:`horovod_reduction` that also takes Horovod's own objects (``hvd.Compression.fp16``,
     ``hvd.Average``), as the Horovod-compatible APIs do."""
     if isinstance(compression, str):
-        check_choice("compression", compression, list(COMPRESSIONS))
-        compression = getattr(hvd.Compression, COMPRESSIONS[compression])
+        compression = getattr(hvd.Compression, COMPRESSIONS[check_choice("compression", compression, COMPRESSIONS)])
     elif not (hasattr(compression, "compress") and hasattr(compression, "decompress")):
         raise ValueError(f"compression must be one of {list(COMPRESSIONS)} or a Horovod compressor "
                          f"(hvd.Compression.none, hvd.Compression.fp16), got {compression!r}")
     if isinstance(op, str):
-        check_choice("op", op, list(REDUCE_OPS))
-        op = getattr(hvd, REDUCE_OPS[op])
+        op = getattr(hvd, REDUCE_OPS[check_choice("op", op, REDUCE_OPS)])
     else:
         ops = [getattr(hvd, n) for n in ("Average", "Sum", "Adasum", "Min", "Max", "Product") if hasattr(hvd, n)]
         if isinstance(op, bool) or op not in ops:

@@ -1,9 +1,5 @@
-"""One dispatcher that runs every callback for an event, in a stable order.
-
-As Keras's ``CallbackList`` does, the per-event lists are built when the callbacks change (not per
-step): an event reaches only the callbacks whose class overrides its hook, so a step costs nothing
-for the hooks nobody uses.
-"""
+"""One dispatcher that runs every callback for an event, in a stable order. The per-event lists are built
+when the callbacks change (as Keras's ``CallbackList``): a step costs nothing for hooks nobody overrides."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Event names: each is the name of the callback method that handles it.
-
-Follows MosaicML Composer's ``core/event.py`` (one enum, events in begin/end pairs, each documented
-with when it fires and what state is valid then) with Keras's ``on_<phase>_begin/end`` spelling, so
-one callback class reads the same whether the PyTorch trainer, a Keras ``model.fit`` or a hand-written
-loop fires it.
-"""
+"""Event names: each is the name of the callback method that handles it (Keras's ``on_<phase>_begin/end``),
+so one callback reads the same under the PyTorch trainer, a Keras ``model.fit`` or a hand-written loop."""
 
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
-"""One live writer per checkpoint folder: a lock its writer holds for as long as the run lives.
+"""One live writer per checkpoint folder: ``fcntl.flock`` on ``.hvdkit-writer.lock``, held while the run lives.
 
-The lock is ``fcntl.flock`` on ``.hvdkit-writer.lock`` in the folder, and the same file holds the
-holder's record (host, PID, run id, start time) as JSON. The kernel drops a flock when its holder
-exits, however it exits, so a dead job's lock needs no PID check (which would only work on the
-holder's host): the next run simply gets it, and a record left behind says which run died. A run
-that ends cleanly empties the record. On NFS, Linux maps flock onto the server's byte-range locks,
-which NFSv4 frees when a dead client's lease expires; where the filesystem has no locks at all
-(some FUSE mounts, Lustre without ``-o flock``) the run goes on with a warning.
-
-``HVDKIT_CHECKPOINT_WAIT=<seconds>`` makes a second run wait that long for the folder instead of
-stopping at once.
+The file also holds the holder's record (host, PID, run id, start time) as JSON; a clean end empties it.
+The kernel drops a flock however its holder exits, so a dead job's lock needs no PID check (which would
+work only on its host): the next run takes it, and a record left behind names the run that died. NFSv4
+frees a dead client's locks when its lease expires; a filesystem without locks (some FUSE mounts, Lustre
+without ``-o flock``) gets a warning. ``HVDKIT_CHECKPOINT_WAIT=<seconds>`` makes a second run wait.
 """
 
 from __future__ import annotations

@@ -11,38 +11,28 @@ import math
 import os
 import shlex
 from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def _parses(parse: Callable[[str], Any], test: Callable[[Any], bool] = lambda _: True) -> Callable[[str], bool]:
+    def ok(text: str) -> bool:
+        try:
+            return test(parse(text.strip()))
+        except ValueError:
+            return False
+    return ok
 
 
 def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], bool]:
-    def ok(text: str) -> bool:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            return False
-        return value >= minimum and (maximum is None or value <= maximum)
-    return ok
+    return _parses(int, lambda v: v >= minimum and (maximum is None or v <= maximum))
 
 
 def _number(minimum: float, strict: bool) -> Callable[[str], bool]:
-    def ok(text: str) -> bool:
-        try:
-            value = float(text.strip())
-        except ValueError:
-            return False
-        return math.isfinite(value) and (value > minimum if strict else value >= minimum)
-    return ok
+    return _parses(float, lambda v: math.isfinite(v) and (v > minimum if strict else v >= minimum))
 
 
 def _choice(*choices: str) -> Callable[[str], bool]:
     return lambda text: text.strip().lower() in choices
-
-
-def _shell_words(text: str) -> bool:
-    try:
-        shlex.split(text)
-    except ValueError:
-        return False
-    return True
 
 
 # name -> (check, what is allowed, an example value)
@@ -64,7 +54,7 @@ ENV_VARS: dict[str, tuple[Callable[[str], bool], str, str]] = {
     "HVDKIT_THREADS": (_integer(1), "an integer >= 1", "4"),
     "HVDKIT_NO_TUNING": (_choice("0", "1"), "0 or 1", "1"),
     "HVDKIT_CHECKPOINT_WAIT": (_number(0, strict=False), "a number of seconds >= 0", "600"),
-    "HVDKIT_SRUN_ARGS": (_shell_words, "srun options as a shell would split them (balanced quotes)",
+    "HVDKIT_SRUN_ARGS": (_parses(shlex.split), "srun options as a shell would split them (balanced quotes)",
                          "--exclusive"),
 }
 

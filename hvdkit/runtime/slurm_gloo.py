@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
     server = RendezvousServer(verbose=0)
     port = server.start()
     server.init(plan)
-    summary = ",".join(f"{h}:{n}" for h, n in _hosts(plan))
+    summary = slurm.summary(plan)
     env.update({
         "HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous_address(env),
         "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port),
@@ -64,10 +64,3 @@ def main(argv: list[str]) -> int:
     finally:
         server.stop()
 
-
-def _hosts(plan: list[slurm.Slot]) -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
-    for s in plan:
-        if not out or out[-1][0] != s.hostname:
-            out.append((s.hostname, s.local_size))
-    return out

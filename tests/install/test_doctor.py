@@ -21,6 +21,8 @@ def test_doctor_shows_the_build_matrix_and_exits_0():
     assert build["controllers"] == {"mpi": True, "gloo": True}
     assert build["tensor_operations"]["mpi"] and build["tensor_operations"]["gloo"]
     assert "+hvdkit.cpu." in rep["facts"]["horovod"]
+    mpirun = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=30).stdout
+    assert rep["facts"]["mpi"] == mpirun.strip().splitlines()[0]
     assert rep["ok"] is True
     text = subprocess.run([sys.executable, "-m", "hvdkit", "doctor"], capture_output=True, text=True, timeout=150,
                           cwd=REPO).stdout

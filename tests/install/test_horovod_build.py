@@ -41,6 +41,13 @@ def test_collect_inputs_hashes_the_shipped_patches():
     assert with_gpu.flags["HOROVOD_GPU_OPERATIONS"] == "NCCL" and with_gpu.key != got.key
 
 
+def test_collect_inputs_names_the_installed_framework_distributions():
+    from importlib import metadata
+
+    assert hw.collect_inputs({}).torch == f"torch=={metadata.version('torch')}"
+    assert hw.installed_version("no-such-distribution-hvdkit") is None
+
+
 def test_cached_wheel_lookup(tmp_path):
     i = inputs()
     assert hw.cached_wheel(i, tmp_path) is None

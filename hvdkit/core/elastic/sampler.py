@@ -29,7 +29,6 @@ class ElasticIndexSampler:
         self._padded: np.ndarray | None = None
         self._size = 1
 
-    # -- epochs --------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         """Start ``epoch`` with no sample processed."""
         self.epoch = check_int("epoch", epoch, minimum=0)
@@ -47,7 +46,6 @@ class ElasticIndexSampler:
         """Samples of the epoch not trained yet."""
         return int(self.num_samples - self._processed.sum())
 
-    # -- layout over workers -------------------------------------------------------
     def layout(self, rank: int, size: int) -> np.ndarray:
         """Deal the epoch's unprocessed samples over ``size`` workers; return ``rank``'s share.
 
@@ -72,7 +70,6 @@ class ElasticIndexSampler:
         # Worker r trained padded[r::size][:done]; over all workers that is padded[:done * size].
         self._processed[self._padded[: done * self._size]] = True
 
-    # -- commits -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """The epoch and the processed-sample mask (packed bits)."""
         return {"epoch": self.epoch, "num_samples": self.num_samples,

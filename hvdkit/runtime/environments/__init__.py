@@ -1,6 +1,6 @@
 """Which launcher started this process, and what hvdkit does with it.
 
-One module per launcher (:mod:`.local`, :mod:`.slurm`, :mod:`.mpijob`, :mod:`.spark`, :mod:`.ray`). :func:`detect`
+One module per cluster launcher (:mod:`.slurm`, :mod:`.mpijob`, :mod:`.spark`, :mod:`.ray`). :func:`detect`
 names the context for ``hvdkit doctor``; :func:`prepare_process` is what the adapters' ``init()`` call
 before ``hvd.init()``.
 """
@@ -12,7 +12,7 @@ import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-from hvdkit.runtime.environments import local, mpijob, ray, slurm, spark, trainjob
+from hvdkit.runtime.environments import mpijob, ray, slurm, spark, trainjob
 
 _MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
 
@@ -41,7 +41,11 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
     if ray.in_train_worker(env):  # before horovodrun: the backend set Horovod's variables too
         return LauncherContext("ray", ray.describe(env), "Horovod's Gloo controller, as hvdkit.ray's backend set it up")
     if "HOROVOD_RANK" in env and "HOROVOD_HOSTNAME" in env:
-        return LauncherContext("horovodrun", local.horovodrun_describe(env), "Horovod's Gloo controller, as set")
+        elastic = ", elastic" if env.get("HOROVOD_ELASTIC") == "1" else ""
+        detail = (f"Horovod launcher (Gloo{elastic}): rank {env.get('HOROVOD_RANK')} of {env.get('HOROVOD_SIZE')} on "
+                  f"{env.get('HOROVOD_HOSTNAME')}, rendezvous {env.get('HOROVOD_GLOO_RENDEZVOUS_ADDR')}:"
+                  f"{env.get('HOROVOD_GLOO_RENDEZVOUS_PORT')}")
+        return LauncherContext("horovodrun", detail, "Horovod's Gloo controller, as set")
     mpi_var = next((v for v in _MPI_RANK_VARS if v in env), None)
     if mpi_var:
         how = "srun --mpi=pmix (direct launch)" if slurm.in_step(env) and mpi_var == "PMIX_RANK" and \
@@ -85,7 +89,7 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
     if "RAY_ADDRESS" in env:
         return LauncherContext("ray-driver", ray.describe(env), "one process here; hvdkit.ray.HorovodTrainer(train, "
                                "scaling_config=ScalingConfig(num_workers=N)).fit() trains on N Ray workers")
-    return LauncherContext("local", local.describe(cores),
+    return LauncherContext("local", f"no launcher: one process on this machine ({cores} core(s))",
                            "one process, or `horovodrun -np N -H localhost:N` for N on this machine")
 
 
@@ -97,7 +101,7 @@ def prepare_process(environ: MutableMapping[str, str] | None = None) -> Launcher
     if ctx.kind == "slurm-gloo" and "HOROVOD_RANK" not in env:
         slot = slurm.step_slot(env)
         expected = env.get("HVDKIT_GLOO_PLAN")
-        actual = ",".join(f"{h}:{n}" for h, n in _plan_summary(env))
+        actual = slurm.summary(slurm.step_plan(env))
         if expected and expected != actual:
             raise RuntimeError(f"this srun step runs tasks {actual} but the Gloo rendezvous was sized for "
                                f"{expected}: start it through `hvdkit slurm-gloo` without task options")
@@ -116,11 +120,6 @@ def whole_lines() -> None:
     for stream in (sys.stdout, sys.stderr):
         if getattr(stream, "write_through", False) and hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True, write_through=False)
-
-
-def _plan_summary(env: MutableMapping[str, str]) -> list[tuple[str, int]]:
-    hosts = slurm.expand_hostlist(env["SLURM_STEP_NODELIST"])
-    return list(zip(hosts, slurm.expand_tasks_per_node(env["SLURM_STEP_TASKS_PER_NODE"])))
 
 
 __all__ = ["LauncherContext", "detect", "prepare_process"]

@@ -61,6 +61,11 @@ def host_plan(hosts: list[str], tasks_per_host: list[int]) -> list[Slot]:
     return slots
 
 
+def summary(plan: list[Slot]) -> str:
+    """``host:ranks,...`` in host order: what the rendezvous was sized for, checked again by each task."""
+    return ",".join(f"{s.hostname}:{s.local_size}" for s in plan if s.local_rank == 0)
+
+
 def in_step(env: Mapping[str, str]) -> bool:
     """True in a task that ``srun`` started (not in the batch script itself)."""
     return "SLURM_STEP_ID" in env and "SLURM_PROCID" in env and "SLURM_STEP_NUM_TASKS" in env
@@ -77,10 +82,15 @@ def allocation_plan(env: Mapping[str, str]) -> list[Slot]:
     return host_plan(hosts, expand_tasks_per_node(env["SLURM_TASKS_PER_NODE"]))
 
 
+def step_plan(env: Mapping[str, str]) -> list[Slot]:
+    """The plan of this task's step."""
+    hosts = expand_hostlist(env["SLURM_STEP_NODELIST"])
+    return host_plan(hosts, expand_tasks_per_node(env["SLURM_STEP_TASKS_PER_NODE"]))
+
+
 def step_slot(env: Mapping[str, str]) -> Slot:
     """This task's slot in its step, checked against what Slurm says about it."""
-    hosts = expand_hostlist(env["SLURM_STEP_NODELIST"])
-    plan = host_plan(hosts, expand_tasks_per_node(env["SLURM_STEP_TASKS_PER_NODE"]))
+    plan = step_plan(env)
     rank = int(env["SLURM_PROCID"])
     slot = plan[rank]
     node = env.get("SLURMD_NODENAME", slot.hostname)
