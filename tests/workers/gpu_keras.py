@@ -103,7 +103,8 @@ def fp16_loss_scale():
 
         model.fit(X, Y, batch_size=128, epochs=1, shuffle=False, verbose=0,
                   callbacks=[BroadcastInitialState(), Poison()])
-        seen.append((int(keras.ops.convert_to_numpy(opt.iterations)), float(keras.ops.convert_to_numpy(opt.dynamic_scale))))
+        seen.append((int(keras.ops.convert_to_numpy(opt.iterations)),
+                     float(keras.ops.convert_to_numpy(opt.dynamic_scale))))
         skipped = [i for i in range(len(seen) - 1) if seen[i + 1][0] == seen[i][0]]
         halved = [i for i in range(len(seen) - 1) if seen[i + 1][1] == seen[i][1] / 2]
         finite = all(np.isfinite(w).all() for w in model.get_weights())

@@ -38,7 +38,8 @@ else:
     tf.config.experimental.set_memory_growth(gpu, True)
     tf.config.set_visible_devices(gpu, "GPU")
 SIDE, BATCH, STEPS, ROUNDS = (32, 4, 3, 1) if cpu else (224, 64, 50, 3)
-DEVICE = "cpu (tiny; numbers mean nothing)" if cpu else tf.config.experimental.get_device_details(gpu).get("device_name")
+DEVICE = ("cpu (tiny; numbers mean nothing)" if cpu
+          else tf.config.experimental.get_device_details(gpu).get("device_name"))
 g = np.random.default_rng(0)
 X = g.normal(size=(BATCH * 4, SIDE, SIDE, 3)).astype(np.float32)
 Y = g.integers(0, 1000, size=(BATCH * 4,))
