@@ -3,6 +3,7 @@
 # wherever a Docker engine runs, Docker Hub or not:
 #   docker/build.sh                        # -> hvdkit:cpu
 #   docker/build.sh --cuda                 # -> hvdkit:cuda (no GPU needed to build)
+#   docker/build.sh --cuda-tf              # -> hvdkit:cuda-tf (TensorFlow + Keras; same Dockerfile)
 #   HVDKIT_IMAGE=me/hvdkit:cpu docker/build.sh --no-cache
 # Further arguments go to `docker build`.
 #
@@ -25,9 +26,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 variant=cpu
-if [ "${1:-}" = --cuda ]; then variant=cuda; shift; fi
+case "${1:-}" in --cuda) variant=cuda; shift ;; --cuda-tf) variant=cuda-tf; shift ;; esac
 image=${HVDKIT_IMAGE:-hvdkit:$variant}
-dockerfile=docker/$variant/Dockerfile
+dockerfile=docker/${variant%-tf}/Dockerfile
 official=python:3.11-slim-bookworm
 local_base=hvdkit/base:bookworm
 torch_index=${HVDKIT_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
@@ -120,6 +121,7 @@ PY
 # 3. Build
 args=(--build-arg "BASE_IMAGE=$base")
 [ "$variant" = cpu ] && args+=(--build-arg "TORCH_INDEX=$torch_index")
+[ "$variant" = cuda-tf ] && args+=(--build-arg FRAMEWORK=tensorflow)
 say "DOCKER_BUILDKIT=0 docker build ${args[*]} -f $dockerfile -t $image $*"
 start=$(date +%s)
 DOCKER_BUILDKIT=0 docker build "${args[@]}" -f "$repo/$dockerfile" -t "$image" "$@" "$repo"
@@ -129,7 +131,7 @@ again=()
 for arg in "$@"; do case "$arg" in --no-cache|--no-cache=true|--pull|--pull=true) ;; *) again+=("$arg") ;; esac; done
 DOCKER_BUILDKIT=0 docker build -q "${args[@]}" -f "$repo/$dockerfile" --target builder -t "$image-builder" \
   "${again[@]}" "$repo" >/dev/null
-docker image prune -f --filter "label=org.hvdkit.image=$variant" >/dev/null
+docker image prune -f --filter "label=org.hvdkit.image=${variant%-tf}" >/dev/null
 size=$(docker image inspect --format '{{.Size}}' "$image")
 say "built $image from $base: docker build $(( $(date +%s) - start )) s, all $(( $(date +%s) - begin )) s;" \
   "$(( size / 1000000 )) MB"

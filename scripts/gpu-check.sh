@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# CUDA/NCCL check on a GPU machine that already has a CUDA build of PyTorch, nvcc and NCCL (for
-# example the NVIDIA pip wheel nvidia-nccl-cu*): builds Horovod through hvdkit's patched build
-# path with HOROVOD_GPU_OPERATIONS=NCCL for the frameworks present, runs `hvdkit doctor`, then a
-# 1-process NCCL allreduce and DistributedOptimizer steps on the GPU, then hvdkit's Trainer on CUDA
-# (tests/workers/gpu_trainer.py).
+# CUDA/NCCL check on a GPU machine that already has a CUDA build of PyTorch and/or TensorFlow, nvcc and
+# NCCL (for example the NVIDIA pip wheel nvidia-nccl-cu*): builds Horovod through hvdkit's patched build
+# path with HOROVOD_GPU_OPERATIONS=NCCL for the frameworks present, runs `hvdkit doctor`, then
+#   PyTorch: a 1-process NCCL allreduce and DistributedOptimizer steps on the GPU, then hvdkit's Trainer
+#            on CUDA (tests/workers/gpu_allreduce.py, gpu_trainer.py);
+#   TensorFlow/Keras: fit + warm-up + checkpoint/resume + metric average, mixed_float16 loss-scale skips,
+#            a DistributedGradientTape loop and a NCCL allreduce on the GPU (tests/workers/gpu_keras.py),
+#            then the Keras figures as JSON lines (gpu_keras_bench.py: XLA on/off, hvdkit vs plain fit,
+#            bf16/fp16 vs fp32) into OUT_DIR/gpu_keras_bench.jsonl.
+# Exits non-zero when any check fails.
 #   scripts/gpu-check.sh OUT_DIR
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,7 +33,8 @@ if [ -z "${HOROVOD_NCCL_HOME:-}" ]; then
 fi
 export HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED
 # Build only for the GPU on this machine (CUDA 13 dropped the older architectures Horovod lists).
-cc=$("$py" -c 'import torch; print("".join(map(str, torch.cuda.get_device_capability())))')
+has() { "$py" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$1') is None)"; }
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d '. ')
 export HOROVOD_BUILD_CUDA_CC_LIST=${HOROVOD_BUILD_CUDA_CC_LIST:-$cc}
 export MAKEFLAGS=${MAKEFLAGS:--j$(nproc)}
 
@@ -40,7 +46,14 @@ set -e
 cp "${HVDKIT_CACHE_DIR:-$HOME/.cache/hvdkit}"/logs/horovod-*.log "$out/" 2>/dev/null || true
 [ "$rc" -eq 0 ] || exit "$rc"
 "$py" -m hvdkit doctor | tee "$out/doctor.txt" || true
-horovodrun -np 1 -H localhost:1 --gloo "$py" "$repo/tests/workers/gpu_allreduce.py" "$out" 2>&1 | tee "$out/run.txt"
-# hvdkit's Trainer on CUDA: every precision, async checkpoints of CUDA state restored, SyncBatchNorm,
-# fp16 compression (exits 1 when a check fails).
-horovodrun -np 1 -H localhost:1 --gloo "$py" "$repo/tests/workers/gpu_trainer.py" "$out" 2>&1 | tee "$out/trainer.txt"
+if has torch; then
+  horovodrun -np 1 -H localhost:1 --gloo "$py" "$repo/tests/workers/gpu_allreduce.py" "$out" 2>&1 | tee "$out/run.txt"
+  # hvdkit's Trainer on CUDA: every precision, async checkpoints of CUDA state restored, SyncBatchNorm,
+  # fp16 compression (exits 1 when a check fails).
+  horovodrun -np 1 -H localhost:1 --gloo "$py" "$repo/tests/workers/gpu_trainer.py" "$out" 2>&1 | tee "$out/trainer.txt"
+fi
+if has tensorflow && has keras; then
+  horovodrun -np 1 -H localhost:1 --gloo "$py" "$repo/tests/workers/gpu_keras.py" "$out" 2>&1 | tee "$out/keras.txt"
+  horovodrun -np 1 -H localhost:1 --gloo "$py" "$repo/tests/workers/gpu_keras_bench.py" "$out" 2>&1 \
+    | tee "$out/keras_bench.txt"
+fi

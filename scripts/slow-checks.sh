@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks too slow for CI's 35-minute budget, in one place. Run them all (no argument) or by name:
-#   scripts/slow-checks.sh [tests] [pythons] [upstream-tf] [cuda-image] [network]
+#   scripts/slow-checks.sh [tests] [pythons] [upstream-tf] [cuda-image] [cuda-tf-image] [network]
 #   tests        the test-suite tests marked slow_check, which CI deselects and names at the end of its log
 #                (python -m pytest --slow-checks -m slow_check), but test_python_versions.py (next).
 #   pythons      Horovod build + 2-process job on Python 3.12 and 3.13 (CI runs 3.11 only)
@@ -11,6 +11,9 @@
 #   cuda-image   the CUDA image (docker/cuda/Dockerfile) built with docker/build.sh --cuda, and
 #                `hvdkit doctor` inside it reporting Horovod's NCCL operations; prints the image size
 #                and build time (no GPU needed): scripts/cuda-image-check.sh. Needs root (dockerd).
+#   cuda-tf-image  the same for hvdkit:cuda-tf (docker/build.sh --cuda-tf: TensorFlow 2.21 + Keras 3 on
+#                CUDA 12), plus `import horovod.tensorflow; hvd.init(); hvd.nccl_built()` inside it
+#                (fails without patch 0010): scripts/cuda-image-check.sh cuda-tf.
 #   network      the full simulated-cluster run, benchmarks/run network (2-8 namespaces, tc-shaped links,
 #                25 M and 110 M parameters; about an hour on 2 cores), into $HVDKIT_NETWORK_OUT
 #                (default /tmp/hvdkit-network); a missed target is reported, not failed. Needs root.
@@ -19,7 +22,7 @@
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 sections=("$@")
-((${#sections[@]})) || sections=(tests pythons upstream-tf cuda-image network)
+((${#sections[@]})) || sections=(tests pythons upstream-tf cuda-image cuda-tf-image network)
 bash "$repo/scripts/bootstrap.sh" || exit 1
 HVDKIT_HOME=${HVDKIT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdkit}
 # shellcheck disable=SC1091
@@ -35,9 +38,10 @@ for s in "${sections[@]}"; do
     pythons) HVDKIT_TEST_PYTHONS="3.12 3.13" CI=true python -m pytest -q -p no:cacheprovider --slow-checks \
                tests/install/test_python_versions.py ;;
     upstream-tf) bash "$repo/scripts/upstream-tf-suite.sh" ;;
-    cuda-image) bash "$repo/scripts/cuda-image-check.sh" ;;
+    cuda-image) bash "$repo/scripts/cuda-image-check.sh" cuda ;;
+    cuda-tf-image) bash "$repo/scripts/cuda-image-check.sh" cuda-tf ;;
     network) python "$repo/benchmarks/run" network --out "${HVDKIT_NETWORK_OUT:-/tmp/hvdkit-network}" ;;
-    *) echo "unknown section: $s (known: tests pythons upstream-tf cuda-image network)"; false ;;
+    *) echo "unknown section: $s (known: tests pythons upstream-tf cuda-image cuda-tf-image network)"; false ;;
   esac
   rc=$?
   echo "=== $s: $([ $rc -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
