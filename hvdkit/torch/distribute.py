@@ -12,8 +12,7 @@ from hvdkit.core.comm import under_elastic_driver
 from hvdkit.core.deprecation import reject_unknown, renamed_kwarg
 from hvdkit.core.process_set import check_process_set
 from hvdkit.core.validation import check_int
-from hvdkit.torch.ops import broadcast_optimizer_state, broadcast_parameters
-from hvdkit.torch.state_broadcast import broadcast_within
+from hvdkit.torch.ops import broadcast_optimizer_state, broadcast_parameters, broadcast_within
 
 
 def is_distributed(optimizer: Any) -> bool:
