@@ -21,7 +21,7 @@ from hvdkit.core.engine import Engine
 from hvdkit.keras import stop_training
 from hvdkit.keras.mixed_precision import check_loss_scaling
 from hvdkit.keras.ops import KerasOps
-from hvdkit.tensorflow.comm import HorovodComm
+from hvdkit.tensorflow.runtime import HorovodComm
 
 _ENGINE_ATTR = "_hvdkit_engine"
 #: The ``logs`` argument of Keras callback hooks.
