@@ -6,7 +6,7 @@
   optimizer's variables and the ``kwargs`` (``state.epoch``, ``state.batch``) as Horovod's does.
   Horovod's own calls ``optimizer.get_weights()`` and broadcasts Keras 3 variables, both of which fail.
 - ``run``: Horovod's elastic retry loop; any Horovod op error in ``model.fit`` counts as a worker failure
-  (:func:`hvdkit.tensorflow.elastic_run.run`), any other error is raised.
+  (:func:`hvdkit.tensorflow.elastic.run`), any other error is raised.
 - ``CommitStateCallback``, ``UpdateBatchStateCallback``, ``UpdateEpochStateCallback``, ``ObjectState``:
   Horovod's own (plain Keras callbacks and state; they work on Keras 3).
 
@@ -17,7 +17,7 @@ from horovod.common.elastic import ObjectState, State
 from horovod.tensorflow.keras.elastic import CommitStateCallback, UpdateBatchStateCallback, UpdateEpochStateCallback
 
 from hvdkit.keras.elastic_fit import KerasVariablesState as KerasState
-from hvdkit.tensorflow.elastic_run import run
+from hvdkit.tensorflow.elastic import run
 
 TensorFlowKerasState = KerasState
 

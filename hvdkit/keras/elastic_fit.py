@@ -34,7 +34,7 @@ from hvdkit.core.history import History
 from hvdkit.keras.engine_bridge import EngineBridge, KerasLogs, engine_for, scalar_logs, val_logs
 from hvdkit.keras.ops import KerasOps
 from hvdkit.keras.optimizer import is_distributed
-from hvdkit.tensorflow.elastic_run import run
+from hvdkit.tensorflow.elastic import run
 from hvdkit.tensorflow.variables import broadcast_variables, to_tf_variables
 
 
