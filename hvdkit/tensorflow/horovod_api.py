@@ -8,7 +8,7 @@ Keras 3 variables alike:
 
 - ``init(comm=None, process_sets=None)``: :func:`hvdkit.tensorflow.runtime.init` (also ``threads=``,
   ``timeline=``);
-- ``DistributedGradientTape``, ``PartialDistributedGradientTape``: :mod:`hvdkit.tensorflow.gradient_tape`
+- ``DistributedGradientTape``, ``PartialDistributedGradientTape``: :mod:`hvdkit.tensorflow.gradients`
   (Horovod's own tape underneath, fed the tf.Variables behind Keras variables);
 - ``broadcast_variables``, ``broadcast_``: Horovod's, on the tf.Variables behind Keras variables;
 - ``DistributedOptimizer``: a Keras 3 optimizer goes to :func:`hvdkit.keras.optimizer.DistributedOptimizer`
@@ -26,8 +26,8 @@ from typing import Any
 import horovod.tensorflow as _hvd
 
 from hvdkit.tensorflow import elastic as elastic
-from hvdkit.tensorflow.gradient_tape import DistributedGradientTape as DistributedGradientTape
-from hvdkit.tensorflow.gradient_tape import PartialDistributedGradientTape as PartialDistributedGradientTape
+from hvdkit.tensorflow.gradients import DistributedGradientTape as DistributedGradientTape
+from hvdkit.tensorflow.gradients import PartialDistributedGradientTape as PartialDistributedGradientTape
 from hvdkit.tensorflow.runtime import init as init
 from hvdkit.tensorflow.variables import broadcast_variables as broadcast_variables
 from hvdkit.tensorflow.variables import to_tf_variables
