@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hvdkit.callbacks.broadcast_initial_state import BroadcastInitialState
-from hvdkit.callbacks.lr_schedule import LearningRateSchedule
+from hvdkit.callbacks.lr import LearningRateSchedule
 from hvdkit.callbacks.metric_average import MetricAverage
 from hvdkit.core import lr as lrmath
 from hvdkit.core.callback import Callback
