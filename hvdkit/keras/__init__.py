@@ -1,7 +1,5 @@
-"""Keras 3 adapter (TensorFlow backend), built on ``horovod.tensorflow`` collectives.
-
-Upstream ``horovod.tensorflow.keras`` fails on Keras 3 (horovod/horovod#4290); hvdkit
-does not use it.
+"""Keras 3 adapter (TensorFlow backend), built on ``horovod.tensorflow`` collectives (upstream
+``horovod.tensorflow.keras`` fails on Keras 3; hvdkit does not use it).
 
     import hvdkit.keras as hk
     from hvdkit.keras.callbacks import BroadcastInitialState, LearningRateWarmup, MetricAverage, Checkpoint
