@@ -222,8 +222,7 @@ class Checkpoint(Callback):
     def load_latest(self, state: TrainState) -> Manifest | None:
         """Rank 0 prepares the folder and reads the newest valid checkpoint; every rank gets it (or the
         problem, raised on every rank); returns its manifest. Under elastic training only rank 0 loads,
-        with no collective: the first sync hands it on, and a late joiner never waits alone (horovod#2652).
-        """
+        with no collective: the first sync hands it on, and a late joiner never waits alone."""
         self._writer.wait()  # a save still in flight is part of what may be resumed
         comm = self._comm(state)
         outcome = self._prepare(state) if comm.is_root else None

@@ -56,7 +56,7 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
                          f"got {root_rank}")
     if not under_elastic_driver():
         # Under the elastic driver the elastic state's first sync broadcasts instead: a worker
-        # that joins later would otherwise wait here in a broadcast no one else is in (horovod#2652).
+        # that joins later would otherwise wait here in a broadcast no one else is in.
         if process_set is None:
             broadcast_parameters(model.state_dict(), root_rank=root_rank)
             broadcast_optimizer_state(optimizer, root_rank=root_rank)
