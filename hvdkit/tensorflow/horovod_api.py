@@ -1,10 +1,8 @@
 """Horovod 0.28.1's ``horovod.tensorflow`` API, for ``import hvdkit.tensorflow as hvd`` in a Horovod script.
 
-Horovod's TensorFlow collectives work on today's TensorFlow with hvdkit's patched build, so they are
-Horovod's own objects, re-exported unchanged (Horovod's API reference is the contract). Where Horovod
-touches variables, Keras 3 variables break it (``'Variable' object has no attribute 'ref'``); those
-names are hvdkit's, with Horovod's signature, defaults and semantics, working on tf.Variables and on
-Keras 3 variables alike:
+Horovod's own objects, re-exported unchanged (Horovod's API reference is the contract), except where
+Horovod touches variables (Keras 3 variables break it): those names are hvdkit's, with Horovod's signature,
+defaults and semantics, on tf.Variables and Keras 3 variables alike:
 
 - ``init(comm=None, process_sets=None)``: :func:`hvdkit.tensorflow.runtime.init` (also ``threads=``,
   ``timeline=``);
