@@ -309,7 +309,7 @@ class Trainer:
         return BatchMeans(["loss", *self.metrics], self.device)
 
     def _record(self, acc: BatchMeans, loss: torch.Tensor, out: torch.Tensor, y: torch.Tensor) -> None:
-        if not self.metrics:  # no grad-mode switch needed (measured: most of this call's cost)
+        if not self.metrics:  # no grad-mode switch: it is most of this call's cost
             acc.add([loss.detach()], len(y))
             return
         with torch.no_grad():
