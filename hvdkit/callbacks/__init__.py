@@ -6,8 +6,7 @@ Keras ``model.fit``, ``hvdkit.keras.callbacks`` has the same classes as Keras ca
 
 from hvdkit.callbacks.broadcast_initial_state import BroadcastInitialState
 from hvdkit.callbacks.checkpoint import Checkpoint
-from hvdkit.callbacks.lr_schedule import LearningRateSchedule
-from hvdkit.callbacks.lr_warmup import LearningRateWarmup
+from hvdkit.callbacks.lr import LearningRateSchedule, LearningRateWarmup
 from hvdkit.callbacks.metric_average import MetricAverage
 from hvdkit.callbacks.metrics_logger import MetricsLogger
 from hvdkit.callbacks.progress import ProgressBar

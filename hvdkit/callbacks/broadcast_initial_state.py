@@ -16,8 +16,8 @@ class BroadcastInitialState(Callback):
     variables yet (built by its first step) is broadcast before the second step.
 
     Does nothing under elastic training: the first sync broadcasts, and a collective here would make a
-    late joiner wait alone (horovod#2652). PyTorch's ``distribute`` already broadcasts. With
-    ``process_set=`` the broadcast stays within the set, from its ``root_rank``-th member.
+    late joiner wait alone. PyTorch's ``distribute`` already broadcasts. With ``process_set=`` the
+    broadcast stays within the set, from its ``root_rank``-th member.
     """
 
     order = -50  # after a checkpoint restore, before anything reads the weights

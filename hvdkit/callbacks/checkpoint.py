@@ -12,7 +12,6 @@ from typing import Any
 from hvdkit.core.background_save import BackgroundSave
 from hvdkit.core.callback import Callback
 from hvdkit.core.checkpoint_store import CheckpointStore, Manifest, OldFormatError, new_run_id
-from hvdkit.core.comm import Comm
 from hvdkit.core.engine import Engine
 from hvdkit.core.events import Event
 from hvdkit.core.preemption import StopSignals
@@ -92,10 +91,6 @@ class Checkpoint(Callback):
             raise RuntimeError("Checkpoint is not attached to a training run yet (pass it in callbacks)")
         return self._engine
 
-    def _comm(self, state: TrainState) -> Comm:
-        """The ranks this checkpoint is shared by: all of them, or the given process set."""
-        return scoped(state.comm, self.process_set)
-
     # -- saving ---------------------------------------------------------------
     def snapshot(self, state: TrainState) -> Snapshot:
         """Model, optimizer and RNG state, counters and callback states: a copy training cannot change
@@ -109,7 +104,7 @@ class Checkpoint(Callback):
     def save(self, state: TrainState) -> Manifest | None:
         """Write a checkpoint (rank 0 only; other ranks return None). With ``async_save`` the write runs
         in the background and this returns None at once; :meth:`wait` returns its manifest."""
-        if not self._comm(state).is_root:
+        if not scoped(state.comm, self.process_set).is_root:  # the set's first rank writes
             return None
         weights_finite = getattr(state.ops, "weights_finite", None)
         if weights_finite is not None and not weights_finite():
@@ -222,10 +217,9 @@ class Checkpoint(Callback):
     def load_latest(self, state: TrainState) -> Manifest | None:
         """Rank 0 prepares the folder and reads the newest valid checkpoint; every rank gets it (or the
         problem, raised on every rank); returns its manifest. Under elastic training only rank 0 loads,
-        with no collective: the first sync hands it on, and a late joiner never waits alone (horovod#2652).
-        """
+        with no collective: the first sync hands it on, and a late joiner never waits alone."""
         self._writer.wait()  # a save still in flight is part of what may be resumed
-        comm = self._comm(state)
+        comm = scoped(state.comm, self.process_set)  # all ranks, or the process set
         outcome = self._prepare(state) if comm.is_root else None
         if not state.elastic:
             outcome = comm.broadcast_object(outcome, 0)

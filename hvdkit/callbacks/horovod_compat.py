@@ -1,12 +1,9 @@
-"""Horovod 0.28.1's Keras callbacks (``hvd.callbacks.*``) as core callbacks on hvdkit's engine.
+"""Horovod 0.28.1's Keras callbacks (``hvd.callbacks.*``) as core callbacks on hvdkit's engine, with
+Horovod's constructors and semantics (:mod:`hvdkit.keras.horovod_callbacks` makes them Keras callbacks).
 
-Horovod's constructors and semantics on hvdkit's broadcast, metric averaging, warm-up and schedules;
-:mod:`hvdkit.keras.horovod_callbacks` makes them Keras callbacks. Differences from Horovod:
-``BroadcastGlobalVariablesCallback`` broadcasts before the first step when the model is built (else
-before the second), and ``device`` has no effect. The LR callbacks set the LR through the engine, as
-one shared factor (:data:`~hvdkit.core.state.SET_LR_SLOT`) on the target LR ``initial_lr``, so an
-elastic resize rescales it; momentum correction scales SGD's velocity by ``new_lr / old_lr`` (the same
-update as Horovod's one-step momentum change).
+Differences: ``BroadcastGlobalVariablesCallback`` broadcasts before the first step when the model is built
+(else before the second); ``device`` has no effect. The LR callbacks set one shared factor
+(:data:`~hvdkit.core.state.SET_LR_SLOT`) on the target LR ``initial_lr``, so an elastic resize rescales it.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hvdkit.callbacks.broadcast_initial_state import BroadcastInitialState
-from hvdkit.callbacks.lr_schedule import LearningRateSchedule
+from hvdkit.callbacks.lr import LearningRateSchedule
 from hvdkit.callbacks.metric_average import MetricAverage
 from hvdkit.core import lr as lrmath
 from hvdkit.core.callback import Callback

@@ -40,11 +40,6 @@ class TensorBoard(Callback):
         self._epoch_t0 = self._batch_t0 = 0.0
         self._batch_step0 = self._epoch_step0 = 0
 
-    def _samples_per_step(self, state: TrainState) -> int | None:
-        if state.samples_per_step is not None:
-            return state.samples_per_step
-        return None if self.batch_size is None else self.batch_size * state.comm.size
-
     def on_train_begin(self, state: TrainState) -> None:
         """Open the event file (rank 0); a folder that cannot be written fails here, before any step."""
         if not state.is_root or self._writer is not None:
@@ -96,7 +91,9 @@ class TensorBoard(Callback):
             w.add_scalar(f"{prefix}/lr", state.last_applied_lr, step)
         if steps > 0 and seconds > 0:
             w.add_scalar(f"{prefix}/steps_per_s", steps / seconds, step)
-            per_step = self._samples_per_step(state)
+            per_step = state.samples_per_step  # the Trainer's global batch, or Keras's from batch_size
+            if per_step is None and self.batch_size is not None:
+                per_step = self.batch_size * state.comm.size
             if per_step:
                 w.add_scalar(f"{prefix}/samples_per_s", per_step * steps / seconds, step)
 

@@ -1,7 +1,5 @@
-"""Keras 3 adapter (TensorFlow backend), built on ``horovod.tensorflow`` collectives.
-
-Upstream ``horovod.tensorflow.keras`` fails on Keras 3 (horovod/horovod#4290); hvdkit
-does not use it.
+"""Keras 3 adapter (TensorFlow backend), built on ``horovod.tensorflow`` collectives (upstream
+``horovod.tensorflow.keras`` fails on Keras 3; hvdkit does not use it).
 
     import hvdkit.keras as hk
     from hvdkit.keras.callbacks import BroadcastInitialState, LearningRateWarmup, MetricAverage, Checkpoint
@@ -36,9 +34,8 @@ from hvdkit.keras import horovod_api as _horovod_api  # noqa: E402
 from hvdkit.keras.elastic_fit import fit_elastic  # noqa: E402
 from hvdkit.keras.optimizer import DistributedOptimizer, is_distributed  # noqa: E402
 from hvdkit.keras.sync_batchnorm import SyncBatchNormalization  # noqa: E402
-from hvdkit.tensorflow.comm import HorovodComm  # noqa: E402
 from hvdkit.tensorflow.data import shard  # noqa: E402
-from hvdkit.tensorflow.runtime import init, local_rank, local_size, rank, size  # noqa: E402
+from hvdkit.tensorflow.runtime import HorovodComm, init, local_rank, local_size, rank, size  # noqa: E402
 
 __getattr__ = _export(globals(), _horovod_api, "horovod.tensorflow.keras")  # Horovod's names; others: AttributeError
 

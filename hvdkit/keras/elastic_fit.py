@@ -7,15 +7,10 @@ elastic-local`` on one machine)::
     history = hk.fit_elastic(model, x, y, epochs=10, batch_size=32, commit_every=10,
                              callbacks=[LearningRateWarmup(warmup_epochs=2), Checkpoint("ckpt/")])
 
-Horovod's ``TensorFlowKerasState`` is built on ``horovod.tensorflow.keras``, which fails with Keras 3,
-and its ``TensorFlowState`` broadcasts when it is created (a collective before the elastic sync, the
-deadlock of horovod#2652) and not in ``sync`` under eager execution. So the state here is Horovod's
-``ObjectState`` (commit/rollback of plain values, broadcast from rank 0 at each sync) over the
-model's and optimizer's variables, plus the loop's snapshot.
-
-The steps of an epoch run as one ``model.fit`` over this worker's share of the samples not yet
-trained in that epoch. Plain Keras callbacks passed in see one ``fit`` per such call
-(``on_train_begin`` every epoch); hvdkit's callbacks see one training run.
+The state is Horovod's ``ObjectState`` over the model's and optimizer's variables plus the loop's snapshot
+(Horovod's ``TensorFlowKerasState`` fails on Keras 3; its ``TensorFlowState`` broadcasts when created, a
+collective before the elastic sync). An epoch's remaining steps run as one ``model.fit`` over this worker's
+share: plain Keras callbacks see one ``fit`` per such call, hvdkit's callbacks one training run.
 """
 
 from __future__ import annotations
@@ -34,14 +29,14 @@ from hvdkit.core.history import History
 from hvdkit.keras.engine_bridge import EngineBridge, KerasLogs, engine_for, scalar_logs, val_logs
 from hvdkit.keras.ops import KerasOps
 from hvdkit.keras.optimizer import is_distributed
-from hvdkit.tensorflow.elastic_run import run
+from hvdkit.tensorflow.elastic import run
 from hvdkit.tensorflow.variables import broadcast_variables, to_tf_variables
 
 
 class KerasVariablesState(ObjectState):
     """A Horovod ``ObjectState`` over a Keras 3 model's and optimizer's variables (and any ``kwargs``):
     ``commit`` copies them to host memory, ``restore`` puts the copy back, ``sync`` broadcasts rank 0's.
-    Nothing is broadcast when it is created (horovod#2652: only the elastic sync may)."""
+    Nothing is broadcast when it is created (only the elastic sync may)."""
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer | None = None,
                  **kwargs: Any) -> None:

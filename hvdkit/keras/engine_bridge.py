@@ -1,13 +1,8 @@
 """Keras hooks -> hvdkit's core Engine, and the Keras callback class for any core callback.
 
-Every hvdkit Keras callback is a subclass of :class:`EngineBridge` wrapping one framework-free core
-callback, with the core class's constructor written out (``hvdkit.keras.callbacks``). All of them on one model share
-one :class:`~hvdkit.core.engine.Engine` (kept on the model), so warm-up and schedules multiply,
-checkpoints see every callback's state, and the bookkeeping (global step, LR application, metric
-averaging) happens once: the first hvdkit callback in ``fit``'s list drives the engine, the others
-only register their core callback. Under ``fit_elastic`` the elastic loop drives it.
-Validation inside ``fit`` (Keras's ``on_test_begin``/``on_test_end``) fires the engine's
-``EVAL_BEGIN``/``EVAL_END``.
+hvdkit's Keras callbacks on one model share one :class:`~hvdkit.core.engine.Engine` (kept on the model):
+the first in ``fit``'s list drives it, the others only register their core callback (under
+``fit_elastic`` the elastic loop drives it). Validation inside ``fit`` fires ``EVAL_BEGIN``/``EVAL_END``.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from hvdkit.core.engine import Engine
 from hvdkit.keras import stop_training
 from hvdkit.keras.mixed_precision import check_loss_scaling
 from hvdkit.keras.ops import KerasOps
-from hvdkit.tensorflow.comm import HorovodComm
+from hvdkit.tensorflow.runtime import HorovodComm
 
 _ENGINE_ATTR = "_hvdkit_engine"
 #: The ``logs`` argument of Keras callback hooks.
@@ -61,11 +56,9 @@ class EngineBridge(keras.callbacks.Callback):
     Attribute reads that the Keras class does not answer go to the core callback (``checkpoint.restored``
     works as with ``hvdkit.callbacks.Checkpoint``).
 
-    ``async_safe``: declares that Keras may run ``on_train_batch_end`` on worker threads instead of
-    waiting for every step (Keras 3.15's TensorFlow backend calls the hooks synchronously anyway; the
-    bridge costs 16-30 us per step, measured in docs/benchmarks.md, "Keras model.fit vs the tape loop").
-    So the step counter is set in ``on_train_batch_begin`` (which Keras always calls synchronously) from
-    the epoch's first step plus Keras's batch index, and batch-end hooks never move it.
+    ``async_safe``: Keras may run ``on_train_batch_end`` on worker threads, so the step counter is set in
+    ``on_train_batch_begin`` (always synchronous) from the epoch's first step plus Keras's batch index,
+    and batch-end hooks never move it.
     """
 
     async_safe = True

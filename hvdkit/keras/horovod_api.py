@@ -1,10 +1,10 @@
 """Horovod 0.28.1's ``horovod.tensorflow.keras`` API on Keras 3, for ``import hvdkit.keras as hvd`` (or
 ``import hvdkit.tensorflow.keras as hvd``) in a Horovod script.
 
-Horovod's Keras layer fails on Keras 3 (horovod/horovod#4290). Its collectives on values and its
-queries are re-exported; what touches the model or optimizer (``DistributedOptimizer``, ``callbacks``,
-``load_model``, ``elastic``, ``init``) is hvdkit's, with Horovod's signature and semantics. These names
-are ``hvdkit.keras.__horovod_all__``; hvdkit's own are ``hvdkit.keras.__all__``.
+Horovod's Keras layer fails on Keras 3. Its collectives on values and its queries are re-exported; what
+touches the model or optimizer (``DistributedOptimizer``, ``callbacks``, ``load_model``, ``elastic``,
+``init``) is hvdkit's, with Horovod's signature and semantics. These names are
+``hvdkit.keras.__horovod_all__``; hvdkit's own are ``hvdkit.keras.__all__``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Horovod 0.28.1's ``hvd.callbacks`` for Keras 3 (``import hvdkit.keras as hvd; hvd.callbacks.X``): the
 compat module behind those names (``hvdkit.keras.callbacks`` answers them from here).
 
-Horovod's own Keras callbacks fail on Keras 3 (``keras.backend.get_value`` is gone, optimizer
-wrapping breaks with ``'Variable' object has no attribute 'ref'``). These are hvdkit's core callbacks
-with Horovod's constructors (:mod:`hvdkit.callbacks.horovod_compat`, on hvdkit's one LR maths), as Keras
-callbacks: they share one engine per model with hvdkit's own Keras callbacks, so Horovod's and hvdkit's
-callbacks can be mixed in one ``fit``.
+Horovod's own fail on Keras 3. These are :mod:`hvdkit.callbacks.horovod_compat`'s classes as Keras callbacks,
+sharing one engine per model with hvdkit's own, so both kinds can be mixed in one ``fit``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Keras 3 mixed precision under Horovod: a loss-scale optimizer whose skipped steps every rank agrees on.
-
-``"mixed_bfloat16"`` needs nothing more. Under ``"mixed_float16"`` Keras's ``LossScaleOptimizer``
-decides per rank whether to apply the gradients, so a rank that overflowed would skip the allreduce
-the others wait in; hvdkit's :class:`LossScaleOptimizer` allreduces the overflow flag (max) first.
-:func:`hvdkit.keras.DistributedOptimizer` returns one for a ``LossScaleOptimizer`` and for any optimizer
-while the global policy is ``mixed_float16``::
+"""Keras 3 mixed precision under Horovod: a loss-scale optimizer whose skipped steps every rank agrees on
+(Keras's decides per rank, so a rank that overflowed would skip the allreduce the others wait in).
+:func:`hvdkit.keras.DistributedOptimizer` returns one for a ``LossScaleOptimizer``, and for any optimizer
+while the global policy is ``mixed_float16`` (``"mixed_bfloat16"`` needs nothing)::
 
     keras.mixed_precision.set_global_policy("mixed_float16")
     model = build_model()

@@ -1,13 +1,9 @@
-"""``model.stop_training`` agreed across ranks inside ``model.fit``.
+"""``model.stop_training`` agreed across ranks inside ``model.fit``: a stop on one rank only (``TerminateOnNaN``,
+an early stop on its own metrics) would leave the others waiting in the next allreduce.
 
-A callback that stops training on one rank (Keras's ``TerminateOnNaN`` after a NaN there, an early stop
-on that rank's own metrics) ends ``fit``'s loop on that rank only, and the others wait in the next
-step's allreduce forever. ``fit`` reads ``model.stop_training`` once after each batch's callbacks and
-once after each epoch's, on every rank; those reads are where all callbacks, wherever they sit in the
-list, have decided. So while hvdkit drives ``fit`` the model's class is a subclass (same name and module,
-so a model saved meanwhile records the plain class) whose ``stop_training`` is a property: the first read
-after hvdkit's batch or epoch end combines every rank's flag in one scalar allreduce, and all ranks stop
-if any rank does.
+While hvdkit drives ``fit`` the model's class is a subclass (same name and module, so a saved model records
+the plain class) whose ``stop_training`` property combines every rank's flag in one allreduce at ``fit``'s
+first read after each batch's and each epoch's callbacks; all ranks stop if any rank does.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Horovod on Ray Train V2: a backend that wires Ray's workers into one Gloo job, and a trainer that
-checks its ``ScalingConfig`` against the cluster first.
-
-The backend does what ``horovodrun``'s Gloo launcher does, with Ray's actors in place of ssh: it asks
-every worker for its Ray node, plans ranks node by node (Horovod's ``SlotInfo`` contract), starts
-Horovod's rendezvous server in the controller and sets each worker's ``HOROVOD_*`` variables before
-the training function runs. Every restart (``FailureConfig``) gets a new plan and server.
+"""Horovod on Ray Train V2: a backend that wires Ray's workers into one Gloo job (``horovodrun``'s Gloo
+launcher with Ray's actors in place of ssh: ranks planned node by node, Horovod's rendezvous server in the
+controller, a new plan and server on every restart), and a trainer that checks its ``ScalingConfig``
+against the cluster first.
 """
 
 from __future__ import annotations

@@ -20,11 +20,16 @@ require("horovod.tensorflow", extra="tensorflow", horovod=True)
 
 from hvdkit.horovod_names import export as _export  # noqa: E402
 from hvdkit.tensorflow import horovod_api as _horovod_api  # noqa: E402
-from hvdkit.tensorflow.comm import HorovodComm  # noqa: E402
 from hvdkit.tensorflow.data import shard  # noqa: E402
-from hvdkit.tensorflow.gradient_tape import DistributedGradientTape  # noqa: E402
-from hvdkit.tensorflow.gradients import allreduce_gradients  # noqa: E402
-from hvdkit.tensorflow.runtime import init, local_rank, local_size, rank, size  # noqa: E402
+from hvdkit.tensorflow.gradients import DistributedGradientTape, allreduce_gradients  # noqa: E402
+from hvdkit.tensorflow.runtime import (  # noqa: E402
+           HorovodComm,
+           init,
+           local_rank,
+           local_size,
+           rank,
+           size,
+)
 from hvdkit.tensorflow.variables import broadcast_variables, to_tf_variables  # noqa: E402
 
 __getattr__ = _export(globals(), _horovod_api, "horovod.tensorflow")  # Horovod's names; others: AttributeError

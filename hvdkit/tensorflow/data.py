@@ -2,8 +2,7 @@
 tf.data.Dataset (``hvdkit.keras.shard`` is this function).
 
 ``shard`` is the same concept as ``hvdkit.torch.shard`` (one rule, :mod:`hvdkit.core.sharding`): every
-rank gets the same number of rows, so with the same batch size every rank runs the same number of
-steps and no allreduce waits for a batch that never comes.
+rank gets the same number of rows, so every rank runs the same number of steps.
 """
 
 from __future__ import annotations

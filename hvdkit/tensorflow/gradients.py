@@ -1,4 +1,5 @@
-"""Average gradients over workers with Horovod (dense, IndexedSlices and None alike)."""
+"""Average gradients over workers with Horovod (dense, IndexedSlices and None alike): a list of gradients,
+or a DistributedGradientTape that accepts Keras 3 variables as well as tf.Variables."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import horovod.tensorflow as hvd
+import keras
 import tensorflow as tf
 
 from hvdkit.core.collectives import resolve_reduction
 from hvdkit.core.comm import under_elastic_driver
+from hvdkit.tensorflow.variables import to_tf_variable
 
 _XLA_MESSAGE = (
     "Horovod ops cannot run inside an XLA-compiled function: hvdkit's Horovod build leaves out "
@@ -64,3 +67,76 @@ def allreduce_gradients(grads: Sequence[Any], *, op: Any = "average", compressio
     for i, g in zip(present, reduced):
         result[i] = g
     return result
+
+
+def _tf_source(s: Any) -> Any:
+    return s if isinstance(s, tf.Tensor) else to_tf_variable(s)
+
+
+class DistributedGradientTape:
+    """Horovod 0.28.1's ``hvd.DistributedGradientTape`` (same signature; Horovod's tape reduces) for Keras 3
+    variables too, which Horovod's refuses: they are mapped to their tf.Variables, and the structure of
+    ``sources`` is kept. ``compression`` and ``op`` also take hvdkit's names (``"fp16"``, ``"sum"``...)."""
+
+    def __init__(self, gradtape: tf.GradientTape, device_dense: str = "", device_sparse: str = "",
+                 compression: Any = hvd.Compression.none, sparse_as_dense: bool = False, op: Any = hvd.Average,
+                 gradient_predivide_factor: float = 1.0, num_groups: int = 0, groups: Any = None,
+                 process_set: Any = hvd.global_process_set, scale_local_gradients: bool = True) -> None:
+        if not isinstance(gradtape, tf.GradientTape):
+            raise TypeError(f"tape must be a tf.GradientTape, got {type(gradtape).__name__}")
+        compression, op = resolve_reduction(hvd, compression, op)
+        if isinstance(groups, list):
+            groups = [[to_tf_variable(v) for v in group] for group in groups]
+        self.tape = gradtape
+        self._hvd_tape = hvd.DistributedGradientTape(
+            gradtape, device_dense=device_dense, device_sparse=device_sparse, compression=compression,
+            sparse_as_dense=sparse_as_dense, op=op, gradient_predivide_factor=gradient_predivide_factor,
+            num_groups=num_groups, groups=groups, process_set=process_set,
+            scale_local_gradients=scale_local_gradients)
+
+    def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
+                 use_generic_names: bool = False) -> Any:
+        """The gradients of ``target`` w.r.t. ``sources``, reduced over workers, shaped as ``sources``."""
+        if in_xla_context():
+            raise RuntimeError(_XLA_MESSAGE)
+        flat = [_tf_source(s) for s in tf.nest.flatten(sources)]
+        grads = self._hvd_tape.gradient(target, flat, output_gradients, use_generic_names)
+        return tf.nest.pack_sequence_as(sources, list(grads))
+
+    def register_local_source(self, source: Any) -> None:
+        """Horovod's ``register_local_source``: this variable's gradient is not reduced over workers."""
+        self._hvd_tape.register_local_source(_tf_source(source))
+
+    def get_local_and_global_gradients(self, target: Any, sources: Any, output_gradients: Any = None,
+                                       use_generic_names: bool = False) -> tuple[list[Any], list[Any]]:
+        """Horovod's ``(local (var, grad) pairs, global (var, grad) pairs)``, with the variables as given."""
+        srcs = list(sources)
+        grads = self.gradient(target, srcs, output_gradients, use_generic_names)
+        local = {id(s) for s in srcs if _tf_source(s).ref() in self._hvd_tape._local_sources}
+        pairs = list(zip(srcs, grads))
+        return [p for p in pairs if id(p[0]) in local], [p for p in pairs if id(p[0]) not in local]
+
+    def __getattr__(self, name: str) -> Any:  # watch(), stop_recording(), ... go to the tape
+        return getattr(self.tape, name)
+
+
+def PartialDistributedGradientTape(gradtape: tf.GradientTape, device_dense: str = "", device_sparse: str = "",
+                                   compression: Any = hvd.Compression.none, sparse_as_dense: bool = False,
+                                   op: Any = hvd.Average, gradient_predivide_factor: float = 1.0,
+                                   num_groups: int = 0, groups: Any = None, process_set: Any = hvd.global_process_set,
+                                   local_layers: Any = None, scale_local_gradients: bool = True
+                                   ) -> DistributedGradientTape:
+    """Horovod's ``PartialDistributedGradientTape``: a :class:`DistributedGradientTape` whose ``local_layers``'
+    trainable weights (a Keras layer or a list of them) keep their local gradients."""
+    tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression, sparse_as_dense, op,
+                                   gradient_predivide_factor, num_groups, groups, process_set, scale_local_gradients)
+    if local_layers is None:
+        local_layers = []
+    elif not isinstance(local_layers, (list, tuple)):
+        local_layers = [local_layers]
+    if not all(isinstance(layer, keras.layers.Layer) for layer in local_layers):
+        raise ValueError(f"local_layers must be Keras layers (or a list of them), got {local_layers!r}")
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            tape.register_local_source(var)
+    return tape

@@ -1,14 +1,12 @@
 """Horovod 0.28.1's ``horovod.tensorflow`` API, for ``import hvdkit.tensorflow as hvd`` in a Horovod script.
 
-Horovod's TensorFlow collectives work on today's TensorFlow with hvdkit's patched build, so they are
-Horovod's own objects, re-exported unchanged (Horovod's API reference is the contract). Where Horovod
-touches variables, Keras 3 variables break it (``'Variable' object has no attribute 'ref'``); those
-names are hvdkit's, with Horovod's signature, defaults and semantics, working on tf.Variables and on
-Keras 3 variables alike:
+Horovod's own objects, re-exported unchanged (Horovod's API reference is the contract), except where
+Horovod touches variables (Keras 3 variables break it): those names are hvdkit's, with Horovod's signature,
+defaults and semantics, on tf.Variables and Keras 3 variables alike:
 
 - ``init(comm=None, process_sets=None)``: :func:`hvdkit.tensorflow.runtime.init` (also ``threads=``,
   ``timeline=``);
-- ``DistributedGradientTape``, ``PartialDistributedGradientTape``: :mod:`hvdkit.tensorflow.gradient_tape`
+- ``DistributedGradientTape``, ``PartialDistributedGradientTape``: :mod:`hvdkit.tensorflow.gradients`
   (Horovod's own tape underneath, fed the tf.Variables behind Keras variables);
 - ``broadcast_variables``, ``broadcast_``: Horovod's, on the tf.Variables behind Keras variables;
 - ``DistributedOptimizer``: a Keras 3 optimizer goes to :func:`hvdkit.keras.optimizer.DistributedOptimizer`
@@ -26,8 +24,8 @@ from typing import Any
 import horovod.tensorflow as _hvd
 
 from hvdkit.tensorflow import elastic as elastic
-from hvdkit.tensorflow.gradient_tape import DistributedGradientTape as DistributedGradientTape
-from hvdkit.tensorflow.gradient_tape import PartialDistributedGradientTape as PartialDistributedGradientTape
+from hvdkit.tensorflow.gradients import DistributedGradientTape as DistributedGradientTape
+from hvdkit.tensorflow.gradients import PartialDistributedGradientTape as PartialDistributedGradientTape
 from hvdkit.tensorflow.runtime import init as init
 from hvdkit.tensorflow.variables import broadcast_variables as broadcast_variables
 from hvdkit.tensorflow.variables import to_tf_variables

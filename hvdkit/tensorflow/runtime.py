@@ -1,4 +1,4 @@
-"""Horovod initialisation for TensorFlow/Keras with per-rank CPU threading."""
+"""Horovod initialisation for TensorFlow/Keras with per-rank CPU threading, and the core's Comm over it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
+from hvdkit.core.horovod_comm import HorovodComm as _HorovodComm
 from hvdkit.runtime.env_vars import check_env
 from hvdkit.runtime.environments import prepare_process
 from hvdkit.runtime.frameworks import warn_if_untested
@@ -44,3 +45,9 @@ def init(comm: Any = None, process_sets: Any = None, *, threads: int | None = No
         tf.config.threading.set_inter_op_parallelism_threads(n)
     except RuntimeError:
         log.warning("TensorFlow already started: call hvdkit init() before any TF op to set %d threads per rank", n)
+
+
+class HorovodComm(_HorovodComm):
+    """The core's Comm over ``horovod.tensorflow``."""
+    def __init__(self) -> None:
+        super().__init__(hvd, lambda xs: tf.constant(xs, dtype=tf.float64), lambda t: t.numpy().tolist())

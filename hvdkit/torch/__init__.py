@@ -22,13 +22,12 @@ from hvdkit.core.deprecation import warn_renamed  # noqa: E402
 from hvdkit.core.history import History  # noqa: E402
 from hvdkit.horovod_names import export as _export  # noqa: E402
 from hvdkit.torch import horovod_api as _horovod_api  # noqa: E402
-from hvdkit.torch.comm import HorovodComm  # noqa: E402
 from hvdkit.torch.data import EvalShardSampler as _EvalShardSampler  # noqa: E402
 from hvdkit.torch.data import shard, shard_sampler  # noqa: E402
 from hvdkit.torch.distribute import distribute, is_distributed  # noqa: E402
 from hvdkit.torch.elastic_adapter import fit_elastic  # noqa: E402
 from hvdkit.torch.ops import TorchOps  # noqa: E402
-from hvdkit.torch.runtime import init, local_rank, local_size, rank, size  # noqa: E402
+from hvdkit.torch.runtime import HorovodComm, init, local_rank, local_size, rank, size  # noqa: E402
 from hvdkit.torch.sync_batchnorm import SyncBatchNorm as _SyncBatchNorm  # noqa: E402
 from hvdkit.torch.sync_batchnorm import convert_sync_batchnorm  # noqa: E402
 from hvdkit.torch.trainer import Trainer  # noqa: E402

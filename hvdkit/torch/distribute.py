@@ -12,8 +12,7 @@ from hvdkit.core.comm import under_elastic_driver
 from hvdkit.core.deprecation import reject_unknown, renamed_kwarg
 from hvdkit.core.process_set import check_process_set
 from hvdkit.core.validation import check_int
-from hvdkit.torch.ops import broadcast_optimizer_state, broadcast_parameters
-from hvdkit.torch.state_broadcast import broadcast_within
+from hvdkit.torch.ops import broadcast_optimizer_state, broadcast_parameters, broadcast_within
 
 
 def is_distributed(optimizer: Any) -> bool:
@@ -57,7 +56,7 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
                          f"got {root_rank}")
     if not under_elastic_driver():
         # Under the elastic driver the elastic state's first sync broadcasts instead: a worker
-        # that joins later would otherwise wait here in a broadcast no one else is in (horovod#2652).
+        # that joins later would otherwise wait here in a broadcast no one else is in.
         if process_set is None:
             broadcast_parameters(model.state_dict(), root_rank=root_rank)
             broadcast_optimizer_state(optimizer, root_rank=root_rank)

@@ -4,9 +4,7 @@
 
     history = hk.fit_elastic(trainer, train_dataset, epochs=10, batch_size=32, validation_data=val_dataset)
 
-Model and optimizer are Horovod's ``TorchState``; the loop's snapshot (counters, callback states,
-LR, and the data position of the core's ``ElasticIndexSampler``, the same one Keras uses) rides in
-it as a plain object, so it is committed, rolled back and synchronised with them.
+The loop's snapshot rides in Horovod's ``TorchState`` beside model and optimizer, committed with them.
 """
 
 from __future__ import annotations

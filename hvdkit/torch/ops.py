@@ -1,11 +1,9 @@
 """The core's FrameworkOps for PyTorch: LR/momentum access, checkpoint snapshots, and Horovod's state
-broadcasts with a structure check first."""
+broadcasts with a structure check first (or within a process set)."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
-from collections import OrderedDict
 from typing import Any
 
 import horovod.torch as hvd
@@ -16,21 +14,6 @@ from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.types import Snapshot
 from hvdkit.torch.precision import Precision
 from hvdkit.torch.staging import HostStaging
-from hvdkit.torch.state_broadcast import broadcast_within
-
-
-def _host_copy(obj: Any) -> Any:
-    """``obj`` with every tensor detached and copied to CPU memory (containers rebuilt, leaves kept)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, dict):
-        copied = {k: _host_copy(v) for k, v in obj.items()}
-        return OrderedDict(copied) if isinstance(obj, OrderedDict) else copied
-    if isinstance(obj, list):
-        return [_host_copy(v) for v in obj]
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return tuple(_host_copy(v) for v in obj)
-    return copy.deepcopy(obj)
 
 
 def _tensor_leaf(o: Any) -> tuple[torch.Tensor, bool] | None:
@@ -113,6 +96,23 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int, 
     hvd.broadcast_optimizer_state(optimizer, root_rank, model=model)
 
 
+def broadcast_within(model: torch.nn.Module, optimizer: torch.optim.Optimizer, root_rank: int,
+                      process_set: Any) -> None:
+    """``root_rank``'s parameters, buffers and optimizer state on every member of ``process_set``
+    (Horovod's ``broadcast_parameters``/``broadcast_optimizer_state`` have no process-set argument).
+    Every rank of the job calls it at the same point, each for its own set."""
+    # Optimizer state through one world-wide allgather, as hvdkit.core.process_set does for objects; it also
+    # lines every rank up before the first collective on a process set.
+    states = hvd.allgather_object(optimizer.state_dict() if hvd.rank() == root_rank else None,
+                                  name="hvdkit.state.optimizer")
+    handles = [hvd.broadcast_async_(t, root_rank, name=f"hvdkit.state.{name}", process_set=process_set)
+               for name, t in sorted(model.state_dict().items())]
+    for handle in handles:
+        hvd.synchronize(handle)
+    if hvd.rank() != root_rank:
+        optimizer.load_state_dict(states[root_rank])
+
+
 def _optimizer_class(optimizer: torch.optim.Optimizer) -> str:
     """The optimizer's class (Horovod's DistributedOptimizer subclasses it under the same name)."""
     return type(optimizer).__name__
@@ -173,20 +173,20 @@ class TorchOps:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in group.items()
                 if k not in ("params", "lr", "initial_lr") and isinstance(v, plain)}
 
-    def _optimizer_state(self) -> dict[str, Any]:
-        # the class name lets a resume with another optimizer fail with both names, not inside torch
-        return {**self.optimizer.state_dict(), "class": _optimizer_class(self.optimizer)}
+    def _state(self) -> Snapshot:
+        """Model and optimizer state (with the optimizer's class, so a resume with another optimizer fails
+        naming both, not inside torch) and, under fp16, the loss scaler's."""
+        state: Snapshot = {"model": self.model.state_dict(),
+                           "optimizer": {**self.optimizer.state_dict(), "class": _optimizer_class(self.optimizer)}}
+        scaler = self.precision.state_dict() if self.precision is not None else {}
+        if scaler:  # fp16: the loss scale and its growth tracker resume too
+            state["grad_scaler"] = scaler
+        return state
 
     def capture(self) -> Snapshot:
         """Model, optimizer and RNG state, every tensor copied to host memory (training may go on)."""
-        snapshot: Snapshot = {
-            "model": _host_copy(self.model.state_dict()),
-            "optimizer": _host_copy(self._optimizer_state()),
-            "rng": {"torch": torch.get_rng_state(), **capture_host_rng()},
-        }
-        scaler = self.precision.state_dict() if self.precision is not None else {}
-        if scaler:  # fp16: the loss scale and its growth tracker resume too
-            snapshot["grad_scaler"] = _host_copy(scaler)
+        snapshot: Snapshot = HostStaging().stage(self._state(), ())
+        snapshot["rng"] = {"torch": torch.get_rng_state(), **capture_host_rng()}
         return snapshot
 
     def capture_staged(self) -> Snapshot:
@@ -195,11 +195,7 @@ class TorchOps:
         :meth:`restore`, :meth:`broadcast_state` and :meth:`dump` wait for the copy."""
         deferred: list[torch.Tensor] = list(self.model.parameters())
         deferred += [t for s in self.optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-        state = {"model": self.model.state_dict(), "optimizer": self._optimizer_state()}
-        scaler = self.precision.state_dict() if self.precision is not None else {}
-        if scaler:
-            state["grad_scaler"] = scaler
-        snapshot: Snapshot = self.staging.stage(state, deferred)
+        snapshot: Snapshot = self.staging.stage(self._state(), deferred)
         snapshot["rng"] = {"torch": torch.get_rng_state(), **capture_host_rng()}
         return snapshot
 

@@ -1,4 +1,4 @@
-"""Horovod initialisation for PyTorch with sane per-rank CPU threading."""
+"""Horovod initialisation for PyTorch with sane per-rank CPU threading, and the core's Comm over it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import horovod.torch as hvd
 import torch
 
+from hvdkit.core.horovod_comm import HorovodComm as _HorovodComm
 from hvdkit.runtime.env_vars import check_env
 from hvdkit.runtime.environments import prepare_process
 from hvdkit.runtime.frameworks import warn_if_untested
@@ -32,3 +33,9 @@ def init(comm: Any = None, process_sets: Any = None, *, threads: int | None = No
     n = resolve_threads(threads, hvd.local_size())
     if n is not None:
         torch.set_num_threads(n)
+
+
+class HorovodComm(_HorovodComm):
+    """The core's Comm over ``horovod.torch``."""
+    def __init__(self) -> None:
+        super().__init__(hvd, lambda xs: torch.tensor(xs, dtype=torch.float64), lambda t: t.tolist())

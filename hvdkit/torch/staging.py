@@ -1,12 +1,9 @@
 """Host staging for asynchronous checkpoints: the copy of the weights taken off the training thread.
 
-Host buffers are kept from one save to the next (new host memory is slow to fault in; a snapshot is
-dropped before the next is taken). Parameters and optimizer state, which only the optimizer step
-changes, are copied on a background thread while the next forward and backward run; everything else
-(buffers such as BatchNorm's running statistics, non-tensor state) is copied before :meth:`stage`
-returns. Whatever writes the deferred tensors calls :meth:`HostStaging.wait` first
-(:class:`~hvdkit.torch.ops.TorchOps` does, in an optimizer step pre-hook, ``restore`` and
-``broadcast_state``); a failed copy raises there, on the training thread.
+Host buffers are reused from one save to the next (new host memory is slow to fault in). Tensors only the
+optimizer step changes are copied on a background thread; the rest before :meth:`HostStaging.stage` returns.
+Whatever writes the deferred tensors calls :meth:`HostStaging.wait` first (``TorchOps`` does, in an optimizer
+step pre-hook); a failed copy raises there, on the training thread.
 """
 
 from __future__ import annotations

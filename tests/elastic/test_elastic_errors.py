@@ -1,4 +1,4 @@
-"""Which TensorFlow op errors the elastic retry loop counts as a lost worker (hvdkit.tensorflow.elastic_run).
+"""Which TensorFlow op errors the elastic retry loop counts as a lost worker (hvdkit.tensorflow.elastic).
 
 The Gloo message is the one a survivor printed in CI (stop 27) when its peer's host vanished mid-step: it has
 no "Horovod" in it, only the node's name, and the Keras elastic job died instead of resetting."""
@@ -11,7 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("horovod.tensorflow")
 
-from hvdkit.tensorflow.elastic_run import is_worker_failure  # noqa: E402
+from hvdkit.tensorflow.elastic import is_worker_failure  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
