@@ -278,10 +278,9 @@ def test_netns_cluster_failure_still_cleans_up():
 @requires_horovod
 @pytest.mark.horovod
 @pytest.mark.timeout(400)
-# The Keras run is a slow_check: CI proves a host loss with the PyTorch run and Keras elastic recovery with
-# tests/elastic/test_elastic.py.
-@pytest.mark.parametrize("example", ["pytorch_elastic.py",
-                                     pytest.param("keras_elastic.py", marks=pytest.mark.slow_check)])
+# A slow_check (both frameworks): CI proves host loss and elastic recovery with tests/elastic/test_elastic.py.
+@pytest.mark.slow_check
+@pytest.mark.parametrize("example", ["pytorch_elastic.py", "keras_elastic.py"])
 def test_netns_cluster_elastic_job_survives_losing_a_host(example):
     """A real host loss: the namespace of worker2 loses its link and every process (sshd, the
     training worker) mid-training, without closing any connection. The survivor notices when

@@ -189,6 +189,7 @@ def test_mpijob_contract_trains_to_the_end(tmp_path):
 
 @requires_horovod
 @pytest.mark.horovod
+@pytest.mark.slow_check  # CI keeps the MPIJob contract run above and the elastic runs of tests/elastic
 @pytest.mark.timeout(240)
 def test_elastic_mpijob_contract_trains_to_the_end():
     out = emulate("elastic/mpijob-elastic.yaml", "--workers", "2", "--replace", "12=2", "--timeout", "180")

@@ -46,7 +46,9 @@ def test_tensorflow_custom_loop_example_trains(tmp_path):
     assert acc >= 0.9, proc.stdout
 
 
-@pytest.mark.parametrize("example", ["pytorch_elastic.py", "keras_elastic.py"])
+# The PyTorch one is a slow_check: tests/elastic/test_elastic.py runs torch elastic in depth in CI.
+@pytest.mark.parametrize("example", [pytest.param("pytorch_elastic.py", marks=pytest.mark.slow_check),
+                                     "keras_elastic.py"])
 def test_elastic_example_under_elastic_local(tmp_path, example):
     """The Keras one under mixed_float16 (fit_elastic with the loss-scaled optimizer; test_elastic.py covers
     float32 elastic Keras in depth)."""

@@ -42,6 +42,8 @@ def test_keras_fit_on_uneven_rows_raises_on_every_rank_instead_of_hanging():
     assert ok, out
 
 
+# A slow_check: CI keeps the Keras and torch uneven-rows runs above and hk.shard's unit tests.
+@pytest.mark.slow_check
 @pytest.mark.timeout(120)
 def test_keras_shard_of_201_rows_gives_equal_steps_and_trains_to_the_end():
     """The README's own pattern used to hang: hk.shard((x, y)) of 201 rows gave 101 and 100 rows."""

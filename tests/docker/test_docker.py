@@ -21,6 +21,9 @@ from docker_engine import docker_engine  # noqa: F401 - the session fixture
 from helpers import REPO
 
 pytestmark = [pytest.mark.slow]
+# The image build (a second, cold Horovod build on a fresh machine) and every test on the image are slow_check
+# tests, run by `scripts/slow-checks.sh docker`; CI keeps the checks that need no image.
+IMAGE_CHECK = pytest.mark.slow_check
 IMAGE = "hvdkit:cpu-test"
 LOCAL_BASE = "hvdkit/base:bookworm"
 COMPOSE = REPO / "docker" / "docker-compose.yml"
@@ -76,6 +79,7 @@ def test_engine_answers_with_overlay2(docker_engine):  # noqa: F811
     assert docker_engine_module.ping()
 
 
+@IMAGE_CHECK
 @pytest.mark.timeout(900)
 def test_image_builds_from_public_sources_and_rebuilds_warm(cpu_image):
     """The base is the official python:3.11-slim-bookworm or, where Docker Hub does not answer, the
@@ -100,6 +104,7 @@ def test_image_builds_from_public_sources_and_rebuilds_warm(cpu_image):
     assert took < 120
 
 
+@IMAGE_CHECK
 @pytest.mark.timeout(300)
 def test_base_image_is_python_311_on_bookworm(cpu_image):
     base = _base_of(cpu_image["build"])
@@ -113,6 +118,7 @@ def test_base_image_is_python_311_on_bookworm(cpu_image):
     print(f"\n[docker] base {base}: {size / 1e6:.0f} MB")
 
 
+@IMAGE_CHECK
 @pytest.mark.timeout(300)
 def test_doctor_passes_inside_the_image(cpu_image):
     proc = docker("run", "--rm", IMAGE, "hvdkit", "doctor", timeout=240)
@@ -122,6 +128,7 @@ def test_doctor_passes_inside_the_image(cpu_image):
     assert re.search(r"controllers +mpi \[X\], gloo \[X\]", proc.stdout), proc.stdout
 
 
+@IMAGE_CHECK
 @pytest.mark.horovod
 @pytest.mark.timeout(400)
 def test_two_process_horovodrun_training_inside_the_image(cpu_image):
@@ -134,6 +141,7 @@ def test_two_process_horovodrun_training_inside_the_image(cpu_image):
     assert re.search(r"final validation accuracy: 0\.[3-9]\d*", proc.stdout), proc.stdout[-3000:]
 
 
+@IMAGE_CHECK
 @pytest.mark.timeout(300)
 def test_image_holds_no_private_key_and_no_build_material(cpu_image):
     """No ssh host key, user key or any other private key anywhere in the image; the wheelhouse and the
@@ -224,6 +232,7 @@ class Compose:
         assert (left, volumes) == ([], []), (left, volumes)
 
 
+@IMAGE_CHECK
 @pytest.mark.horovod
 @pytest.mark.timeout(420)
 def test_compose_demo_trains_to_the_end_and_exits_0(cpu_image):
@@ -247,6 +256,7 @@ def test_compose_demo_trains_to_the_end_and_exits_0(cpu_image):
         assert ls[0] == "trainer" and len(ls) > 1, ls
 
 
+@IMAGE_CHECK
 @pytest.mark.horovod
 @pytest.mark.timeout(480)
 def test_elastic_compose_run_survives_docker_kill_of_a_worker(cpu_image):
@@ -277,6 +287,7 @@ def test_elastic_compose_run_survives_docker_kill_of_a_worker(cpu_image):
         assert state == ["exited", "137"], state
 
 
+@IMAGE_CHECK
 @pytest.mark.timeout(300)
 def test_compose_down_stops_workers_at_once(cpu_image):
     """PID 1 of a worker is an init (compose ``init: true``): it passes ``down``'s SIGTERM on and reaps sshd

@@ -20,6 +20,12 @@ N, BATCH, COMMIT = 96, 4, 5
 
 
 FRAMEWORKS = pytest.mark.parametrize("worker", ["torch_elastic.py", "keras_elastic.py"], ids=["torch", "keras"])
+# One framework of a scenario in CI, the other a slow_check: each framework keeps its own elastic runs in CI.
+SLOW = pytest.mark.slow_check
+TORCH_IN_CI = pytest.mark.parametrize(
+    "worker", ["torch_elastic.py", pytest.param("keras_elastic.py", marks=SLOW)], ids=["torch", "keras"])
+KERAS_IN_CI = pytest.mark.parametrize(
+    "worker", [pytest.param("torch_elastic.py", marks=SLOW), "keras_elastic.py"], ids=["torch", "keras"])
 
 
 def elastic_run(tmp_path, worker, *args, timeout=300, min_np=1, elastic_timeout=60, expect_ok=True):
@@ -67,7 +73,7 @@ def test_worker_killed_mid_epoch_job_finishes_from_last_commit(tmp_path, worker)
     assert summary["recovery_seconds"] and summary["recovery_seconds"][0] < 60
 
 
-@FRAMEWORKS
+@TORCH_IN_CI
 def test_host_removed_and_added_back_world_2_1_2_with_lr_following(tmp_path, worker):
     summary, steps, _proc = elastic_run(tmp_path, worker, "--epochs", "12", "--remove-at-step", "8", "--add-back",
                                        "--warmup-epochs", "1")
@@ -88,7 +94,7 @@ def test_host_removed_and_added_back_world_2_1_2_with_lr_following(tmp_path, wor
     print(f"{worker}: recovery times (host change noticed -> first step after reset): {summary['recovery_seconds']} s")
 
 
-@FRAMEWORKS
+@KERAS_IN_CI
 def test_whole_job_killed_and_restarted_resumes_from_checkpoint(tmp_path, worker):
     ckpt = tmp_path / "ckpt"
     first, _, _ = elastic_run(tmp_path / "a", worker, "--epochs", "2", "--checkpoint-dir", str(ckpt))
@@ -98,6 +104,8 @@ def test_whole_job_killed_and_restarted_resumes_from_checkpoint(tmp_path, worker
     assert min(s["epoch"] for s in steps) == 2
 
 
+# A slow_check: CI keeps tests/elastic/test_elastic_hosts.py's below-min-np run and the restart resume above.
+@pytest.mark.slow_check
 def test_graceful_removal_below_min_np_ends_the_job_and_a_restart_resumes(tmp_path):
     """horovod#3494: survivors below --min-np after a graceful removal deadlocked. With Horovod 0.28.1
     and HOROVOD_ELASTIC_TIMEOUT set, the driver gives up after that timeout and the job exits non-zero

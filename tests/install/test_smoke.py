@@ -3,7 +3,8 @@
 import pytest
 from helpers import horovodrun, read_json, requires_horovod
 
-pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(300)]
+# A slow_check: CI proves the same sums, and more, through torch and TensorFlow in tests/compat/test_horovod_api.py.
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.slow_check, pytest.mark.timeout(300)]
 
 
 def test_torch_and_tensorflow_allreduce(tmp_path):

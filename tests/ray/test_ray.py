@@ -152,6 +152,9 @@ def test_two_workers_equal_one_worker_with_twice_the_batch(cluster, tmp_path):
     print(json.dumps({"start_to_first_step_s": round(first_step, 1)}))
 
 
+# A slow_check: CI keeps Ray's equivalence run and executor test; restart-from-checkpoint is proven in CI by
+# the torch and elastic resume tests.
+@pytest.mark.slow_check
 def test_killed_worker_resumes_from_last_checkpoint(cluster, tmp_path):
     log, marker = tmp_path / "steps.log", tmp_path / "rank1.pid"
     kill_step = 2 * 8 + 3  # 8 steps an epoch (512 rows, 2 x 32): 3 steps into the third epoch

@@ -14,6 +14,8 @@ from helpers import REPO, WORKERS, horovodrun, requires_horovod, tagged_json
 pytestmark = [requires_horovod, pytest.mark.horovod]
 
 
+# A slow_check: CI keeps the torch resume run and the unit tests of the resumed LR and settings below.
+@pytest.mark.slow_check
 @pytest.mark.timeout(200)
 def test_np2_resumed_as_np1_with_twice_the_accumulation_keeps_the_lr(tmp_path):
     ckpt = tmp_path / "ckpt"
