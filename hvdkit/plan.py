@@ -70,21 +70,17 @@ def bound_seconds(algorithm: str, params: float, nodes: int, link_gbit: float, l
     return 2 * n * t / servers + 2 * a
 
 
-def ompi_tree_steps(n: int) -> float:
-    """Whole-buffer transfers in a row on the busiest link of Open MPI 4.1's reduce + broadcast over ``n`` ranks,
-    buffers >= 1 MiB. Its fixed rules pick a chain or linear reduce below 8 ranks (n-1), binomial above (log2 n);
-    a chain, binary or linear broadcast below 16 (n-1), scatter + allgather for 16-31 and from 1024 (about 2), a
-    radix-4 k-nomial tree between (3 log4 n). Not a binary tree: below 16 ranks one link carries n-1 copies."""
-    reduce = n - 1 if n < 8 else _log2(n)
-    return reduce + (n - 1 if n < 16 else 2 * (n - 1) / n if n < 32 or n >= 1024 else 3 * math.ceil(math.log(n, 4)))
-
-
 def model_seconds(algorithm: str, params: float, nodes: int, link_gbit: float, latency_ms: float, **kw: Any) -> float:
-    """:func:`bound_seconds`; for the tree, :func:`ompi_tree_steps` transfers (what ``EFFICIENCY`` divides)."""
+    """:func:`bound_seconds`, but the tree as Open MPI 4.1 runs it (what ``EFFICIENCY`` divides): whole-buffer
+    transfers in a row on the busiest link, buffers >= 1 MiB. Its fixed rules pick a chain or linear reduce below 8
+    ranks (n-1 transfers), binomial above (log2 n); a chain, binary or linear broadcast below 16 (n-1), scatter +
+    allgather for 16-31 and from 1024 (about 2), a radix-4 k-nomial tree between (3 log4 n)."""
     if algorithm != "tree":
         return bound_seconds(algorithm, params, nodes, link_gbit, latency_ms, **kw)
-    size = params * kw.get("dtype_bytes", 4)
-    return ompi_tree_steps(nodes * kw.get("ranks_per_node", 1)) * (size * 8 / (link_gbit * 1e9) + latency_ms / 1e3)
+    n = nodes * kw.get("ranks_per_node", 1)
+    steps = (n - 1 if n < 8 else _log2(n)) + (
+        n - 1 if n < 16 else 2 * (n - 1) / n if n < 32 or n >= 1024 else 3 * math.ceil(math.log(n, 4)))
+    return steps * (params * kw.get("dtype_bytes", 4) * 8 / (link_gbit * 1e9) + latency_ms / 1e3)
 
 
 def predict_seconds(algorithm: str, params: float, nodes: int, link_gbit: float, latency_ms: float, *,

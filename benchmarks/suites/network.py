@@ -272,11 +272,13 @@ def tables(suite: Result) -> list[tuple[str, list[str], list[list[str]]]]:
     casts = [r for r in rows if "phases" in r]
     if casts:
         out.append(("fp16 compression on rank 0, median seconds per round: the cast down, the in-place allreduce "
-                    "of the half tensor, the cast back",
-                    ["algorithm", "nodes", "Gbit/s", "MiB", "cast down", "allreduce", "cast back", "total"],
+                    "of the half tensor (and the rate each link carried meanwhile: 2(n-1)/n of it), the cast back",
+                    ["algorithm", "nodes", "Gbit/s", "MiB", "cast down", "allreduce", "link Gbit/s", "cast back",
+                     "total"],
                     [[r["algorithm"], str(r["nodes"]), f"{r['link_gbit']:g}", str(r["payload_bytes"] >> 20),
-                      *(f"{r['phases'][k]:.3f}" for k in ("cast_down", "allreduce", "cast_back")),
-                      f"{r['seconds']:.3f}"] for r in casts]))
+                      *(f"{r['phases'][k]:.3f}" for k in ("cast_down", "allreduce")),
+                      f"{(r['nodes'] - 1) / r['nodes'] * r['payload_bytes'] * 8 / r['phases']['allreduce'] / 1e9:.2f}",
+                      f"{r['phases']['cast_back']:.3f}", f"{r['seconds']:.3f}"] for r in casts]))
     err = suite.get("plan_error") or {}
     if err:
         out.append(("hvdkit plan's error (predicted / measured - 1)", ["set", "configurations", "median |error|",

@@ -36,9 +36,9 @@ def test_bandwidth_terms_are_the_textbook_bounds(algorithm, nodes, seconds):
     (64, 6 + 3 * 3),      # radix-4 k-nomial broadcast: 3 children per level
 ])
 def test_tree_follows_open_mpi_choice_of_reduce_and_broadcast(ranks, steps):
-    assert plan.ompi_tree_steps(ranks) == pytest.approx(steps)
-    seconds = plan.predict_seconds("tree", MB100, ranks, 1.0, 0.0)
-    assert seconds == pytest.approx(steps * 0.8 / plan.EFFICIENCY["tree"])
+    assert plan.model_seconds("tree", MB100, ranks, 1.0, 0.0) == pytest.approx(steps * 0.8)  # 0.8 s each
+    assert plan.predict_seconds("tree", MB100, ranks, 1.0, 0.0) == pytest.approx(steps * 0.8 / plan.EFFICIENCY["tree"])
+    assert plan.model_seconds("ring", MB100, ranks, 1.0, 0.0) == plan.bound_seconds("ring", MB100, ranks, 1.0, 0.0)
 
 
 def test_latency_adds_one_alpha_per_sequential_message():
