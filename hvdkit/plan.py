@@ -29,7 +29,7 @@ ALGORITHMS = {
 }
 #: model_seconds / measured time, per algorithm, on the simulated cluster (1 Gbit/s links; the configurations in
 #: CALIBRATED_ON, docs/choosing-an-algorithm.md); hierarchical is not measured there (one rank per node): ring's
-EFFICIENCY = {"ring": 0.87, "ring_fp16": 0.87, "hierarchical": 0.87, "recursive_doubling": 0.78, "tree": 1.0,
+EFFICIENCY = {"ring": 0.87, "ring_fp16": 0.87, "hierarchical": 0.87, "recursive_doubling": 0.78, "tree": 0.91,
               "ps": 0.90, "ps_sharded": 0.87}
 #: seconds per parameter of fp16 compression's casts and half-precision sums on one CPU core of its own (on a GPU
 #: they cost next to nothing); measured with the factors above
