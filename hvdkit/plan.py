@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from typing import Any
 
 #: algorithm -> what it is (the keys :func:`predict_seconds` takes)
@@ -24,13 +23,13 @@ ALGORITHMS = {
     "ring_fp16": "ring allreduce with fp16 compression (half the bytes, a cast each way)",
     "hierarchical": "hierarchical allreduce (inside each node first, then a ring across nodes)",
     "recursive_doubling": "recursive doubling (log2 n exchanges of the whole buffer)",
-    "tree": "binary tree: reduce, then broadcast",
+    "tree": "reduce, then broadcast (Open MPI's allreduce algorithm 2)",
     "ps": "one parameter server (every worker pushes to it and pulls from it)",
     "ps_sharded": "sharded parameter servers (one shard each, on nodes of their own)",
 }
-#: analytic bound / measured time, per algorithm, on the simulated cluster (1 Gbit/s links; the configurations in
+#: model_seconds / measured time, per algorithm, on the simulated cluster (1 Gbit/s links; the configurations in
 #: CALIBRATED_ON, docs/choosing-an-algorithm.md); hierarchical is not measured there (one rank per node): ring's
-EFFICIENCY = {"ring": 0.87, "ring_fp16": 0.87, "hierarchical": 0.87, "recursive_doubling": 0.78, "tree": 1.0,
+EFFICIENCY = {"ring": 0.87, "ring_fp16": 0.87, "hierarchical": 0.87, "recursive_doubling": 0.78, "tree": 0.91,
               "ps": 0.90, "ps_sharded": 0.87}
 #: seconds per parameter of fp16 compression's casts and half-precision sums on one CPU core of its own (on a GPU
 #: they cost next to nothing); measured with the factors above
@@ -71,13 +70,25 @@ def bound_seconds(algorithm: str, params: float, nodes: int, link_gbit: float, l
     return 2 * n * t / servers + 2 * a
 
 
+def model_seconds(algorithm: str, params: float, nodes: int, link_gbit: float, latency_ms: float, **kw: Any) -> float:
+    """:func:`bound_seconds`, but the tree as Open MPI 4.1 runs it (what ``EFFICIENCY`` divides): whole-buffer
+    transfers in a row on the busiest link, buffers >= 1 MiB. Its fixed rules pick a chain or linear reduce below 8
+    ranks (n-1 transfers), binomial above (log2 n); a chain, binary or linear broadcast below 16 (n-1), scatter +
+    allgather for 16-31 and from 1024 (about 2), a radix-4 k-nomial tree between (3 log4 n)."""
+    if algorithm != "tree":
+        return bound_seconds(algorithm, params, nodes, link_gbit, latency_ms, **kw)
+    n = nodes * kw.get("ranks_per_node", 1)
+    steps = (n - 1 if n < 8 else _log2(n)) + (
+        n - 1 if n < 16 else 2 * (n - 1) / n if n < 32 or n >= 1024 else 3 * math.ceil(math.log(n, 4)))
+    return steps * (params * kw.get("dtype_bytes", 4) * 8 / (link_gbit * 1e9) + latency_ms / 1e3)
+
+
 def predict_seconds(algorithm: str, params: float, nodes: int, link_gbit: float, latency_ms: float, *,
-                    dtype_bytes: int = 4, servers: int = 2, ranks_per_node: int = 1,
-                    cores_per_rank: float = 1.0) -> float:
-    """:func:`bound_seconds` over the algorithm's measured efficiency, plus fp16's casts on ``cores_per_rank`` CPU
-    cores (below 1 where ranks share cores, as on the simulated cluster)."""
-    t = bound_seconds(algorithm, params, nodes, link_gbit, latency_ms, dtype_bytes=dtype_bytes, servers=servers,
-                      ranks_per_node=ranks_per_node) / EFFICIENCY[algorithm]
+                    cores_per_rank: float = 1.0, **kw: Any) -> float:
+    """:func:`model_seconds` (``dtype_bytes``, ``servers``, ``ranks_per_node``) over the algorithm's measured
+    efficiency, plus fp16's casts on ``cores_per_rank`` CPU cores (below 1 where ranks share cores, as on the
+    simulated cluster)."""
+    t = model_seconds(algorithm, params, nodes, link_gbit, latency_ms, **kw) / EFFICIENCY[algorithm]
     return t + (params * CAST_SECONDS_PER_PARAM / min(1.0, cores_per_rank) if algorithm == "ring_fp16" else 0.0)
 
 
@@ -158,17 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--params", type=_number(1, integer=True), help="parameters (gradient elements)")
     what.add_argument("--model", help="a .safetensors file: its parameters are counted")
     p.add_argument("--nodes", type=_number(2, integer=True), required=True)
-    p.add_argument("--ranks-per-node", type=_number(1, integer=True), default=1,
-                   help="processes (GPUs) per node")
-    p.add_argument("--link-gbit", type=_number(0, lo_open=True), required=True,
-                   help="each node's link, Gbit/s")
+    p.add_argument("--ranks-per-node", type=_number(1, integer=True), default=1, help="processes (GPUs) per node")
+    p.add_argument("--link-gbit", type=_number(0, lo_open=True), required=True, help="each node's link, Gbit/s")
     p.add_argument("--latency-ms", type=_number(0), default=0.05,
                    help="one-way latency between nodes, ms (default 0.05)")
     p.add_argument("--step-ms", type=_number(0, lo_open=True), required=True,
                    help="one step's compute time on one rank (forward + backward + update), ms")
     p.add_argument("--dtype-bytes", type=int, choices=[2, 4, 8], default=4, help="bytes per gradient value")
-    p.add_argument("--servers", type=_number(1, integer=True), default=2,
-                   help="parameter servers of the sharded variant")
+    p.add_argument("--servers", type=_number(1, integer=True), default=2, help="parameter servers, sharded variant")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     args = p.parse_args(argv)
     params = args.params
@@ -180,8 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     out = plan(params, args.nodes, args.link_gbit, args.latency_ms, args.step_ms, ranks_per_node=args.ranks_per_node,
                servers=args.servers, dtype_bytes=args.dtype_bytes)
     if args.json:
-        json.dump(out, sys.stdout, indent=2)
-        print()
+        print(json.dumps(out, indent=2))
         return 0
     print(f"{params / 1e6:.1f} M parameters, {args.nodes} nodes x {args.ranks_per_node} ranks, "
           f"{args.link_gbit:g} Gbit/s, {args.latency_ms:g} ms, {args.step_ms:g} ms compute per step")
@@ -189,6 +196,5 @@ def main(argv: list[str] | None = None) -> int:
     for name, row in out["algorithms"].items():
         print(f"{name:<20} {row['comm_ms']:>12.1f} {row['efficiency']:>10.1%}")
     print(f"expected scaling efficiency (recommended, no overlap): {out['recommended']['efficiency']:.1%}")
-    for line in out["advice"]:
-        print(line)
+    print("\n".join(out["advice"]))
     return 0

@@ -34,6 +34,8 @@ ALGORITHMS: dict[str, tuple[list[str], dict[str, str], str, int]] = {
     "ring (Horovod, MPI)": (["--algo", "horovod"], _ompi(4), "ring", 0),
     "ring + fp16 compression (Horovod, MPI)": (["--algo", "horovod", "--compression", "fp16"], _ompi(4), "ring_fp16",
                                                0),
+    "ring + fp16, casts into reused buffers (Horovod, MPI)": (["--algo", "horovod", "--compression", "fp16-reuse"],
+                                                              _ompi(4), "ring_fp16", 0),
     "recursive doubling (Open MPI)": (["--algo", "mpi"], _ompi(3), "recursive_doubling", 0),
     "tree: reduce + broadcast (Open MPI)": (["--algo", "mpi"], _ompi(2), "tree", 0),
     "parameter server (1 server)": (["--algo", "ps", "--servers", "1"], {}, "ps", 1),
@@ -43,22 +45,31 @@ SERVERS = max(a[3] for a in ALGORITHMS.values())
 
 
 RING, PS, FP16 = "ring (Horovod, MPI)", "parameter server (1 server)", "ring + fp16 compression (Horovod, MPI)"
+TREE, FP16_REUSE = "tree: reduce + broadcast (Open MPI)", "ring + fp16, casts into reused buffers (Horovod, MPI)"
+#: what hvdkit does not ship (a diagnosis of fp16's cost): no plan prediction, outside the calibration
+DIAGNOSTIC = {FP16_REUSE}
 
 
 def grid(quick: bool) -> list[tuple[float, int, int, list[str]]]:
     """(link Gbit/s, nodes, payload parameters, algorithms) of every job. ``HVDKIT_NETWORK_GRID`` picks a smaller
-    one: ``smoke`` (CI: 2 nodes, 2 M parameters, one algorithm of each kind) or ``targets`` (only what the
-    targets judge beyond ``--quick``: 4 nodes at 110 M, 8 nodes at 25 M)."""
+    one: ``smoke`` (CI: 2 nodes, 2 M parameters, one algorithm of each kind), ``targets`` (only what the
+    targets judge beyond ``--quick``: 4 nodes at 110 M, 8 nodes at 25 M), ``tree`` (the tree's calibration row,
+    8 nodes, and a held-out one, 4 nodes) or ``fp16`` (ring with and without fp16, 25 M parameters at 2 and 4
+    nodes, 1 Gbit/s, and at 2 nodes, 0.5 Gbit/s)."""
     every = list(ALGORITHMS)
     which = os.environ.get("HVDKIT_NETWORK_GRID", "quick" if quick else "full")
     if which == "smoke":
-        return [(1.0, 2, 2_000_000, [RING, "tree: reduce + broadcast (Open MPI)", PS])]
+        return [(1.0, 2, 2_000_000, [RING, TREE, PS])]
     if which == "targets":
-        return [(1.0, 4, BERT_BASE, [RING, PS, FP16]), (1.0, 8, RESNET50, [RING, PS, FP16])]
+        return [(1.0, 4, BERT_BASE, [RING, PS, FP16, FP16_REUSE]), (1.0, 8, RESNET50, [RING, PS, FP16, FP16_REUSE])]
+    if which == "tree":
+        return [(1.0, n, RESNET50, [TREE]) for n in (8, 4)]
+    if which == "fp16":
+        return [(g, n, RESNET50, [RING, FP16, FP16_REUSE]) for g, ns in ((1.0, (2, 4)), (0.5, (2,))) for n in ns]
     if which == "quick":
         return [(1.0, n, RESNET50, every) for n in (2, 4)]
     if which != "full":
-        raise ValueError(f"HVDKIT_NETWORK_GRID must be smoke, targets, quick or full, got {which!r}")
+        raise ValueError(f"HVDKIT_NETWORK_GRID must be smoke, targets, tree, fp16, quick or full, got {which!r}")
     slow_ps = [a for a in every if a != PS]  # a minute a round at 8 nodes, 110 M
     out = []
     for n in (2, 4, 8):
@@ -71,15 +82,23 @@ def grid(quick: bool) -> list[tuple[float, int, int, list[str]]]:
 def _row(name: str, n: int, gbit: float, alpha_ms: float, nbytes: int, seconds: list[float],
          ceiling_gbit: float) -> dict[str, Any]:
     key = ALGORITHMS[name][2]
-    params = nbytes // 4
-    bound = plan.bound_seconds(key, params, n, gbit, alpha_ms)
-    return {"algorithm": name, "plan_algorithm": key, "nodes": n, "link_gbit": gbit, "latency_ms": alpha_ms,
-            "payload_bytes": nbytes, "seconds": median(seconds), "seconds_iqr": quartiles(seconds),
-            "rounds": seconds, "bound_seconds": bound, "bound_over_measured": bound / median(seconds),
-            # the ranks share this machine's cores: fp16's casts get a share of one
-            "plan_seconds": plan.predict_seconds(key, params, n, gbit, alpha_ms,
-                                                 cores_per_rank=(os.cpu_count() or 1) / n),
-            "held_out": (n, params) not in plan.CALIBRATED_ON, "link_ceiling_gbit": ceiling_gbit}
+    bound = plan.bound_seconds(key, nbytes // 4, n, gbit, alpha_ms)
+    return score({"algorithm": name, "plan_algorithm": key, "nodes": n, "link_gbit": gbit, "latency_ms": alpha_ms,
+                  "payload_bytes": nbytes, "seconds": median(seconds), "seconds_iqr": quartiles(seconds),
+                  "rounds": seconds, "bound_seconds": bound, "bound_over_measured": bound / median(seconds),
+                  "link_ceiling_gbit": ceiling_gbit})
+
+
+def score(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with hvdkit plan's prediction and whether its configuration was held out of plan's calibration
+    (from the plan imported now: rows of an older run are scored again with it)."""
+    params, n = row["payload_bytes"] // 4, row["nodes"]
+    if row["algorithm"] in DIAGNOSTIC:
+        return {**row, "plan_seconds": None, "held_out": None}
+    # the ranks share this machine's cores: fp16's casts get a share of one
+    predicted = plan.predict_seconds(row["plan_algorithm"], params, n, row["link_gbit"], row["latency_ms"],
+                                     cores_per_rank=(os.cpu_count() or 1) / n)
+    return {**row, "plan_seconds": predicted, "held_out": (n, params) not in plan.CALIBRATED_ON}
 
 
 def _ceiling(c: Any, rounds: int, params: int) -> float:
@@ -123,8 +142,10 @@ def run(quick: bool, rounds: int, log: Log) -> Result:
                                    "error": str(exc)[-2000:]})
                     continue
                 rows.append(_row(name, n, gbit, alpha, 4 * params, r["payloads"][0]["seconds"], ceiling))
+                if "phases" in r["payloads"][0]:  # rank 0's cast down, allreduce, cast back: medians
+                    rows[-1]["phases"] = {k: median(v) for k, v in r["payloads"][0]["phases"].items()}
         training = None
-        if os.environ.get("HVDKIT_NETWORK_GRID") not in ("smoke", "targets"):
+        if os.environ.get("HVDKIT_NETWORK_GRID", "quick") in ("quick", "full"):
             c.shape(1.0)
             try:
                 training = sync_vs_async(c, log)
@@ -186,11 +207,14 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append(target(f"single parameter server / ring, {n} nodes, 1 Gbit/s, {a['payload_bytes'] >> 20} MiB "
                               "(measured seconds, per round)", [x / y for x, y in zip(a["rounds"], b["rounds"])],
                               1.5 if n >= 4 else None))
-    for n in sorted({r["nodes"] for r in rows}):
-        a, b = _find(rows, ring, n, 1.0), _find(rows, fp16, n, 1.0)
-        if a and b and a["payload_bytes"] == b["payload_bytes"]:
-            out.append(target(f"ring: no compression / fp16, {n} nodes, 1 Gbit/s, {a['payload_bytes'] >> 20} MiB "
-                              "(speed-up of fp16)", [x / y for x, y in zip(a["rounds"], b["rounds"])], 1.5))
+    for what, name in (("fp16", fp16), ("fp16 cast into reused buffers", FP16_REUSE)):
+        for gbit in sorted({r["link_gbit"] for r in rows}, reverse=True):
+            for n in sorted({r["nodes"] for r in rows}):
+                a, b = _find(rows, ring, n, gbit), _find(rows, name, n, gbit)
+                if a and b and a["payload_bytes"] == b["payload_bytes"]:
+                    out.append(target(f"ring: no compression / {what}, {n} nodes, {gbit:g} Gbit/s, "
+                                      f"{a['payload_bytes'] >> 20} MiB (speed-up)",
+                                      [x / y for x, y in zip(a["rounds"], b["rounds"])], 1.5 if gbit == 1.0 else None))
     held = [abs(r["plan_seconds"] / r["seconds"] - 1) for r in rows if r["held_out"]]
     if held:
         out.append(target("hvdkit plan: |predicted / measured - 1| on held-out configurations (every one)", held,
@@ -200,25 +224,34 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def calibration(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What hvdkit/plan.py's constants would be from this run's calibration rows (``plan.CALIBRATED_ON``): per
-    algorithm, the median of bound / measured; fp16's cast time per parameter beyond ring's efficiency."""
-    cal = [r for r in rows if not r["held_out"]]
-    eff = {k: median([r["bound_seconds"] / r["seconds"] for r in cal if r["plan_algorithm"] == k])
+    algorithm, the median of plan's model (``plan.model_seconds``) / measured; fp16's cast time per parameter
+    beyond ring's efficiency."""
+    cal = [r for r in rows if r["held_out"] is False]
+
+    def model(r: dict[str, Any]) -> float:
+        return plan.model_seconds(r["plan_algorithm"], r["payload_bytes"] // 4, r["nodes"], r["link_gbit"],
+                                  r["latency_ms"])
+
+    eff = {k: median([model(r) / r["seconds"] for r in cal if r["plan_algorithm"] == k])
            for k in sorted({r["plan_algorithm"] for r in cal})}
-    casts = [(r["seconds"] - r["bound_seconds"] / eff["ring"]) / (r["payload_bytes"] / 4)
+    casts = [(r["seconds"] - model(r) / eff["ring"]) / (r["payload_bytes"] / 4)
              * min(1.0, (os.cpu_count() or 1) / r["nodes"]) for r in cal
              if r["plan_algorithm"] == "ring_fp16" and "ring" in eff]
     return {"efficiency": eff, "cast_seconds_per_param": median(casts) if casts else None}
 
 
 def plan_error(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """hvdkit plan's relative error, on the configurations it was calibrated on and on the others."""
+    """hvdkit plan's relative error, on the configurations it was calibrated on and on the others, in all and
+    per algorithm (``"held_out ring"``...)."""
     out = {}
     for held in (False, True):
-        errs = [r["plan_seconds"] / r["seconds"] - 1 for r in rows if r["held_out"] == held]
-        if errs:
-            out["held_out" if held else "calibration"] = {
-                "configurations": len(errs), "median_abs": median([abs(e) for e in errs]),
-                "max_abs": max(abs(e) for e in errs), "worst": max(errs, key=abs)}
+        for key in [None, *sorted({r["plan_algorithm"] for r in rows})]:
+            errs = [r["plan_seconds"] / r["seconds"] - 1 for r in rows
+                    if r["held_out"] is held and key in (None, r["plan_algorithm"])]
+            if errs:
+                out[("held_out" if held else "calibration") + ("" if key is None else f" {key}")] = {
+                    "configurations": len(errs), "median_abs": median([abs(e) for e in errs]),
+                    "max_abs": max(abs(e) for e in errs), "worst": max(errs, key=abs)}
     return out
 
 
@@ -232,7 +265,18 @@ def tables(suite: Result) -> list[tuple[str, list[str], list[list[str]]]]:
             [[r["algorithm"], str(r["nodes"]), f"{r['link_gbit']:g}", str(r["payload_bytes"] >> 20),
               f"{r['seconds']:.3f}", f"{r['seconds_iqr'][0]:.3f}-{r['seconds_iqr'][1]:.3f}",
               f"{r['bound_seconds']:.3f}", f"{r['bound_over_measured']:.2f}",
-              f"{r['plan_seconds']:.3f}{' *' if r['held_out'] else ''}"] for r in rows])]
+              "-" if r["plan_seconds"] is None else f"{r['plan_seconds']:.3f}{' *' if r['held_out'] else ''}"]
+             for r in rows])]
+    casts = [r for r in rows if "phases" in r]
+    if casts:
+        out.append(("fp16 compression on rank 0, median seconds per round: the cast down, the in-place allreduce "
+                    "of the half tensor (and the rate each link carried meanwhile: 2(n-1)/n of it), the cast back",
+                    ["algorithm", "nodes", "Gbit/s", "MiB", "cast down", "allreduce", "link Gbit/s", "cast back",
+                     "total"],
+                    [[r["algorithm"], str(r["nodes"]), f"{r['link_gbit']:g}", str(r["payload_bytes"] >> 20),
+                      *(f"{r['phases'][k]:.3f}" for k in ("cast_down", "allreduce")),
+                      f"{(r['nodes'] - 1) / r['nodes'] * r['payload_bytes'] * 8 / r['phases']['allreduce'] / 1e9:.2f}",
+                      f"{r['phases']['cast_back']:.3f}", f"{r['seconds']:.3f}"] for r in casts]))
     err = suite.get("plan_error") or {}
     if err:
         out.append(("hvdkit plan's error (predicted / measured - 1)", ["set", "configurations", "median |error|",
@@ -283,3 +327,29 @@ def plots(suite: Result, out: Any) -> list[Any]:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]
+
+
+def main(argv: list[str]) -> int:
+    """``python -m benchmarks.suites.network DIR...``: the rows of earlier runs (DIR/results.json) scored again
+    with the hvdkit plan imported now; prints plan's error per algorithm, calibration and held-out rows apart."""
+    import json
+    from pathlib import Path
+
+    rows = [score(r) for d in argv for r in json.loads((Path(d) / "results.json").read_text())["suites"]["network"]
+            ["rows"]]
+    print("| set | configurations | median abs error | max abs error | worst |\n| --- | --- | --- | --- | --- |")
+    for k, v in plan_error(rows).items():
+        print(f"| {k} | {v['configurations']} | {v['median_abs']:.1%} | {v['max_abs']:.1%} | {v['worst']:+.1%} |")
+    print("\n| algorithm | nodes | Gbit/s | MiB | measured s | plan s | error | held out |\n" + "| --- " * 8 + "|")
+    for r in rows:
+        if r["plan_seconds"] is not None:
+            print(f"| {r['plan_algorithm']} | {r['nodes']} | {r['link_gbit']:g} | {r['payload_bytes'] >> 20} | "
+                  f"{r['seconds']:.3f} | {r['plan_seconds']:.3f} | {r['plan_seconds'] / r['seconds'] - 1:+.1%} | "
+                  f"{'yes' if r['held_out'] else 'no'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

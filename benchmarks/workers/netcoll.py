@@ -1,14 +1,18 @@
 """One reduction algorithm, timed on the simulated cluster (``benchmarks/netsim.py``), one rank per node.
 
-    --algo horovod [--compression fp16]   Horovod's allreduce (horovod.torch, MPI controller; Open MPI's
-                                          algorithm from OMPI_MCA_coll_tuned_*)
+    --algo horovod [--compression C]      Horovod's allreduce (horovod.torch, MPI controller; Open MPI's
+                                          algorithm from OMPI_MCA_coll_tuned_*), in place; C = fp16:
+                                          Horovod's fp16 compressor as its DistributedOptimizer calls it
+                                          (a new half tensor down, a new float32 tensor back); fp16-reuse:
+                                          the same casts into buffers allocated once
     --algo mpi                            mpi4py's Allreduce (the algorithm from OMPI_MCA_coll_tuned_*)
     --algo pingpong                       ranks 0 and 1 bounce a 1-byte message: the one-way latency
     --algo ps --servers S                 a synchronous parameter server: ranks 0..S-1 serve one shard each,
                                           the others push their gradient, then pull the sum
 
 Every round starts after a barrier and ends when the slowest rank is done (the max over ranks). Rank 0
-writes ``{"payloads": [{"payload_bytes", "seconds": [per round]}]}``.
+writes ``{"payloads": [{"payload_bytes", "seconds": [per round]}]}``; with compression, also rank 0's own
+``phases`` (seconds per round of the cast down, the allreduce, the cast back).
 
 The parameter server is written here on mpi4py point-to-point messages: the maintained PS systems do not fit
 a float32 buffer timed on this cluster (BytePS needs its own build and scheduler and is unmaintained since
@@ -61,7 +65,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", required=True)
     p.add_argument("--algo", choices=["horovod", "mpi", "ps", "pingpong"], required=True)
-    p.add_argument("--compression", choices=["none", "fp16"], default="none")
+    p.add_argument("--compression", choices=["none", "fp16", "fp16-reuse"], default="none")
     p.add_argument("--servers", type=positive, default=1)
     p.add_argument("--params", type=positive, nargs="+", required=True, help="payloads, float32 elements")
     p.add_argument("--rounds", type=positive, default=3, help="timed rounds per payload (one more untimed first)")
@@ -73,19 +77,31 @@ def main() -> None:
 
         hvd.init()
         rank, size = hvd.rank(), hvd.size()
-        compression = hvd.Compression.fp16 if args.compression == "fp16" else hvd.Compression.none
+        fp16 = hvd.Compression.fp16
         barrier = hvd.barrier
+        half: list = []
 
         def slowest(x: float) -> float:
             return float(hvd.allreduce(torch.tensor([x], dtype=torch.float64), op=hvd.Max, name="t").item())
 
         def make(n: int):
+            half[:] = [torch.empty(n, dtype=torch.float16)] if args.compression == "fp16-reuse" else []
             return torch.ones(n, dtype=torch.float32)
 
         def reduce(t, i: int):
             if args.compression == "none":  # in place, as Horovod's optimizers do
                 return hvd.allreduce_(t, op=hvd.Sum, name=f"g{i}")
-            return hvd.allreduce(t, op=hvd.Sum, compression=compression, name=f"g{i}")
+            t0 = time.perf_counter()
+            if half:
+                c = half[0].copy_(t)
+            else:  # what horovod.torch.DistributedOptimizer does with compression=hvd.Compression.fp16
+                c, ctx = fp16.compress(t)
+            t1 = time.perf_counter()
+            hvd.allreduce_(c, op=hvd.Sum, name=f"g{i}")
+            t2 = time.perf_counter()
+            out = t.copy_(c) if half else fp16.decompress(c, ctx)
+            phases.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+            return out
     else:
         from mpi4py import MPI
 
@@ -134,9 +150,11 @@ def main() -> None:
 
     servers = args.servers if args.algo == "ps" else 0
     rows = []
+    phases: list[tuple[float, float, float]] = []
     for n in args.params:
         buf = make(n)
         times = []
+        phases.clear()
         for r in range(args.rounds + 1):
             buf[:] = 1  # the same sum every round (fp16 would overflow on repeated sums)
             barrier()
@@ -149,6 +167,8 @@ def main() -> None:
                 raise SystemExit(f"rank {rank}: {args.algo} summed to {float(got[0])}, expected {size - servers}")
         del buf, got
         rows.append({"payload_bytes": 4 * n, "seconds": times})
+        if phases:  # the untimed first round left out
+            rows[-1]["phases"] = dict(zip(("cast_down", "allreduce", "cast_back"), map(list, zip(*phases[1:]))))
     if rank == 0:
         write_result(args.results, {"payloads": rows, "size": size})
 

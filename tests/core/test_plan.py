@@ -28,6 +28,19 @@ def test_bandwidth_terms_are_the_textbook_bounds(algorithm, nodes, seconds):
     assert plan.bound_seconds(algorithm, MB100, nodes, 1.0, 0.0) == pytest.approx(seconds)
 
 
+@pytest.mark.parametrize("ranks, steps", [
+    (2, 1 + 1),           # a chain reduce, a binary-tree broadcast: one transfer each
+    (4, 3 + 3),           # linear reduce, chain broadcast: the root's link carries n-1 copies each way
+    (8, 3 + 7),           # binomial reduce, linear broadcast
+    (16, 4 + 2 * 15 / 16),  # scatter + allgather broadcast
+    (64, 6 + 3 * 3),      # radix-4 k-nomial broadcast: 3 children per level
+])
+def test_tree_follows_open_mpi_choice_of_reduce_and_broadcast(ranks, steps):
+    assert plan.model_seconds("tree", MB100, ranks, 1.0, 0.0) == pytest.approx(steps * 0.8)  # 0.8 s each
+    assert plan.predict_seconds("tree", MB100, ranks, 1.0, 0.0) == pytest.approx(steps * 0.8 / plan.EFFICIENCY["tree"])
+    assert plan.model_seconds("ring", MB100, ranks, 1.0, 0.0) == plan.bound_seconds("ring", MB100, ranks, 1.0, 0.0)
+
+
 def test_latency_adds_one_alpha_per_sequential_message():
     a = 0.5  # ms
     assert plan.bound_seconds("ring", 1, 8, 1e6, a) == pytest.approx(2 * 7 * a / 1e3, rel=1e-3)
