@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import defaultdict
 from typing import Any
 
 import horovod.torch as hvd
@@ -13,6 +15,40 @@ from hvdkit.core.deprecation import reject_unknown, renamed_kwarg
 from hvdkit.core.process_set import check_process_set
 from hvdkit.core.validation import check_int
 from hvdkit.torch.ops import broadcast_optimizer_state, broadcast_parameters, broadcast_within
+
+
+class FP16Compressor:
+    """fp16 on the wire, cast into half buffers kept between steps and back into the gradient itself.
+
+    Horovod's ``Compression.fp16`` allocates a new half and a new float32 tensor per gradient per step;
+    for large gradients each gets fresh pages, whose first touch costs more than the bytes fp16 saves
+    (docs/choosing-an-algorithm.md, "fp16 compression"). Costs one half-size buffer per gradient in flight.
+    """
+
+    def __init__(self) -> None:
+        self._free: dict[tuple, list[torch.Tensor]] = defaultdict(list)
+        self._lock = threading.Lock()  # compress runs in backward hooks, decompress in step()
+
+    def compress(self, tensor: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        if not tensor.is_floating_point() or tensor.dtype == torch.float16:
+            return tensor, None
+        key = (tuple(tensor.shape), tensor.device)
+        with self._lock:
+            free = self._free[key]
+            half = free.pop() if free else torch.empty(tensor.shape, dtype=torch.float16, device=tensor.device)
+        with torch.no_grad():
+            half.copy_(tensor)
+        return half, (tensor, half, key)
+
+    def decompress(self, tensor: torch.Tensor, ctx: Any) -> torch.Tensor:
+        if ctx is None:
+            return tensor
+        original, half, key = ctx
+        with torch.no_grad():
+            original.copy_(tensor)
+        with self._lock:
+            self._free[key].append(half)
+        return original
 
 
 def is_distributed(optimizer: Any) -> bool:
@@ -27,7 +63,7 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
     DistributedOptimizer.
 
     Gradients are averaged (``op="average"``) over workers by ring-allreduce as
-    backward produces them; ``compression="fp16"`` halves the bytes on the wire.
+    backward produces them; ``compression="fp16"`` halves the bytes on the wire (:class:`FP16Compressor`).
 
     ``accumulate_steps=k``: communicate and step once every ``k`` backward passes (Horovod's
     ``backward_passes_per_step``, the name ``hvd.DistributedOptimizer`` keeps).
@@ -46,6 +82,8 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
                                      accumulate_steps, 1)
     reject_unknown("distribute", deprecated)
     compressor, reduce_op = horovod_reduction(hvd, compression, op)
+    if compression == "fp16" and op != "adasum":  # Adasum compresses the parameters, not gradients
+        compressor = FP16Compressor()
     check_int("accumulate_steps", accumulate_steps, minimum=1)
     process_set = check_process_set(process_set)
     if root_rank is None:

@@ -24,6 +24,11 @@ def test_fp16_compression_and_adasum_train_with_identical_ranks():
     # ... while fp16 stays close to uncompressed averaging (sum with half the LR is the same step).
     for name in ("fp16/average", "fp16/sum"):
         assert abs(r0[name]["loss_last"] - r0["none/average"]["loss_last"]) < 1e-3
+    # hvdkit's fp16 casts into buffers it keeps: the same weights as Horovod's fp16 compressor, bit for bit,
+    # with one half buffer per parameter for all 30 steps (Horovod allocates new ones every step)
+    for row, r in zip(rows, (r0, r1)):
+        assert row["horovod_fp16"]["sha256"] == r["fp16/average"]["sha256"]
+        assert r["fp16/average"]["half_buffers"] == 4 and row["horovod_fp16"]["half_buffers"] == 0
     for r in rows:  # refused before anything is broadcast, naming argument, value and choices
         assert r["bad_compression"] == "compression must be one of 'none', 'fp16', got 'int8'"
         assert r["bad_op"] == "op must be one of 'average', 'sum', 'adasum', got 'max'"

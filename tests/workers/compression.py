@@ -8,6 +8,7 @@ Bad values are refused with a ValueError before anything is broadcast.
 import hashlib
 import json
 
+import horovod.torch as hvd
 import torch
 
 import hvdkit.torch as hk
@@ -30,7 +31,13 @@ def run(compression, op):
     torch.manual_seed(1 + RANK)  # different initial weights per rank: distribute must broadcast rank 0's
     model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 3))
     lr = 0.05 if op == "sum" else 0.1
-    opt = hk.distribute(model, torch.optim.SGD(model.parameters(), lr=lr), compression=compression, op=op)
+    if compression == "horovod-fp16":  # the reference: Horovod's own fp16 compressor, same step otherwise
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=lr),
+                                       named_parameters=model.named_parameters(), compression=hvd.Compression.fp16)
+    else:
+        opt = hk.distribute(model, torch.optim.SGD(model.parameters(), lr=lr), compression=compression, op=op)
+    buffers = set()  # the half buffers fp16 casts into, over all steps
     ce = torch.nn.CrossEntropyLoss()
     with torch.no_grad():
         first = float(ce(model(X), Y))
@@ -39,9 +46,10 @@ def run(compression, op):
         opt.zero_grad()
         ce(model(XS[i:i + 32]), YS[i:i + 32]).backward()
         opt.step()
+        buffers.update(h.data_ptr() for free in getattr(opt._compression, "_free", {}).values() for h in free)
     with torch.no_grad():
         last = float(ce(model(X), Y))
-    return {"loss_first": first, "loss_last": last, "sha256": weights_hash(model),
+    return {"loss_first": first, "loss_last": last, "sha256": weights_hash(model), "half_buffers": len(buffers),
             "finite": all(bool(torch.isfinite(p).all()) for p in model.parameters())}
 
 
@@ -55,5 +63,6 @@ def refused(**kwargs):
 
 
 out = {"rank": RANK, "runs": {f"{c}/{o}": run(c, o) for c, o in RUNS},
+       "horovod_fp16": run("horovod-fp16", "average"),
        "bad_compression": refused(compression="int8"), "bad_op": refused(op="max")}
 print("COMPRESSION " + json.dumps(out), flush=True)
