@@ -31,9 +31,9 @@ ALGORITHMS = {
 #: CALIBRATED_ON, docs/choosing-an-algorithm.md); hierarchical is not measured there (one rank per node): ring's
 EFFICIENCY = {"ring": 0.87, "ring_fp16": 0.87, "hierarchical": 0.87, "recursive_doubling": 0.78, "tree": 0.91,
               "ps": 0.90, "ps_sharded": 0.87}
-#: seconds per parameter of fp16 compression's casts and half-precision sums on one CPU core of its own (on a GPU
-#: they cost next to nothing); measured with the factors above
-CAST_SECONDS_PER_PARAM = 9.5e-9
+#: seconds per parameter of hvdkit's fp16 compression (casts into reused buffers, 1.5 ns, and float16 sums) on one
+#: CPU core of its own (on a GPU they cost next to nothing): benchmarks/workers/fp16_cost.py
+CAST_SECONDS_PER_PARAM = 2.5e-9
 #: (nodes, parameters) of the simulated runs the factors come from; every other configuration is held out
 CALIBRATED_ON = {(2, 25_000_000), (8, 25_000_000)}
 #: bandwidth inside one node, for hierarchical allreduce's local step (shared memory or NVLink: well above a NIC)

@@ -1,8 +1,7 @@
 """``benchmarks/run network`` for real at its smallest: 2 nodes in network namespaces with 1 Gbit/s links, a
-2 M-parameter payload, ring (Horovod), tree (Open MPI) and one parameter server, each row next to its
-analytic bound and hvdkit plan's prediction. The full run is ``scripts/slow-checks.sh network``.
-A slow check (``scripts/slow-checks.sh tests``): about 130 s on the 2-core CI machine, and an Open MPI launch
-into the namespaces occasionally hangs and is retried, which CI should not wait on."""
+2 M-parameter payload, ring (Horovod) and one parameter server, each row next to its analytic bound and hvdkit
+plan's prediction. The full run is ``scripts/slow-checks.sh network``; the tree stays out of CI (its Open MPI
+launch into the namespaces hangs more often; netsim retries a hung launch once)."""
 
 import json
 import os
@@ -12,7 +11,7 @@ import sys
 import pytest
 from helpers import REPO, requires_horovod
 
-pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.slow_check]
+pytestmark = [requires_horovod, pytest.mark.horovod]
 
 KEYS = {"algorithm", "nodes", "link_gbit", "latency_ms", "payload_bytes", "seconds", "seconds_iqr", "bound_seconds"}
 
@@ -27,7 +26,7 @@ def test_network_smoke_two_nodes(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     net = json.loads((tmp_path / "results.json").read_text())["suites"]["network"]
     rows = {r["algorithm"]: r for r in net["rows"]}
-    assert set(rows) == {"ring (Horovod, MPI)", "tree: reduce + broadcast (Open MPI)", "parameter server (1 server)"}
+    assert set(rows) == {"ring (Horovod, MPI)", "parameter server (1 server)"}
     for r in rows.values():
         assert KEYS <= set(r), r
         assert (r["nodes"], r["link_gbit"], r["payload_bytes"]) == (2, 1.0, 8_000_000)

@@ -21,7 +21,7 @@ def test_rows_are_scored_per_algorithm_and_the_diagnosis_stays_out_of_plan():
     rows = [_row(network.TREE, 8, 10 * 0.8 / 0.9),     # calibration: Open MPI's 10 transfers at 0.9
             _row(network.TREE, 4, 6 * 0.8 / 0.9 * 1.1),  # held out: 10 % slower than the model says
             _row(network.RING, 8, 1.6), _row(network.RING, 4, 1.3),
-            _row(network.FP16_REUSE, 8, 0.1)]           # far off anything plan would say: must not count
+            _row(network.FP16, 8, 0.1)]                 # far off anything plan would say: must not count
     assert [r["held_out"] for r in rows] == [False, True, False, True, None]
     assert rows[-1]["plan_seconds"] is None
     cal = network.calibration(rows)

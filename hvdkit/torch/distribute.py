@@ -30,6 +30,7 @@ class FP16Compressor:
         self._lock = threading.Lock()  # compress runs in backward hooks, decompress in step()
 
     def compress(self, tensor: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """A float16 copy of a floating-point ``tensor`` in a kept buffer, and what :meth:`decompress` needs."""
         if not tensor.is_floating_point() or tensor.dtype == torch.float16:
             return tensor, None
         key = (tuple(tensor.shape), tensor.device)
@@ -41,6 +42,7 @@ class FP16Compressor:
         return half, (tensor, half, key)
 
     def decompress(self, tensor: torch.Tensor, ctx: Any) -> torch.Tensor:
+        """The reduced ``tensor`` cast back into the original gradient, which is returned; frees the buffer."""
         if ctx is None:
             return tensor
         original, half, key = ctx
