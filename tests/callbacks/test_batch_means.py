@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from hvdkit.torch.trainer import BatchMeans  # noqa: E402
+from hvdkit.torch.batch_means import BatchMeans  # noqa: E402
 
 
 def test_weighted_means_match_a_per_sample_average():
