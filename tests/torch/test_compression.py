@@ -1,4 +1,4 @@
-"""Gradient compression and reduce ops (#14 item 7) with real Horovod processes: fp16 compression and
+"""Gradient compression and reduce ops with real Horovod processes: fp16 compression and
 Adasum train through ``hk.distribute`` with identical weights on both ranks; bad names are refused."""
 
 import pytest

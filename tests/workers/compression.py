@@ -1,4 +1,4 @@
-"""Gradient compression and reduce ops through ``hk.distribute`` (#14 item 7), 2 workers.
+"""Gradient compression and reduce ops through ``hk.distribute``, 2 workers.
 
 For each (compression, op) in the runs below: train a small classifier for 30 steps on this rank's
 shard, then print the loss before/after and a hash of the final weights (one JSON line per rank).

@@ -1,4 +1,4 @@
-"""hk.SyncBatchNorm across workers (#14 item 2): each of N workers holds batch b of a global batch N*b;
+"""hk.SyncBatchNorm across workers: each of N workers holds batch b of a global batch N*b;
 the reference is torch's BatchNorm on the whole batch in one process (computed on every rank).
 Prints one JSON line per rank with the max abs errors, then trains a converted model with the Trainer."""
 
