@@ -2,6 +2,20 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 os.environ.setdefault("PYTHONHASHSEED", "0")
+
+
+@pytest.fixture(scope="session")
+def keras_workers():
+    """The 2-rank Keras workers of tests/keras/test_keras_eval_events.py, test_agreed_stop.py,
+    test_nonfinite_keras.py and tests/core/test_sync_batchnorm.py in one launch: each launch costs a TensorFlow
+    import on every rank. vocabulary_events.py runs first: its assertions depend on what was imported first
+    (deprecation warnings raised at import)."""
+    from helpers import horovodrun_several
+
+    return horovodrun_several(("vocabulary_events.py", "keras"), ("keras_stop.py",), ("numerics_keras.py",),
+                              ("sync_batchnorm_keras.py",))

@@ -58,3 +58,15 @@ def tagged_json(stdout: str, tag: str) -> list[dict]:
     for m in re.finditer(re.escape(tag) + " ", stdout):
         rows.append(decoder.raw_decode(stdout, m.end())[0])
     return rows
+
+
+def horovodrun_several(*runs: tuple[str, ...], timeout: float = 280) -> subprocess.CompletedProcess:
+    """One 2-rank launch of tests/workers/several.py running each ``(script, *args)`` of ``runs`` in turn (one
+    framework import per rank for several tests). Not checked: ``.failed`` holds the scripts that raised or
+    exited non-zero on some rank, for each test to check its own; any other non-zero exit fails here."""
+    args = [a for i, run in enumerate(runs) for a in ((["--"] if i else []) + list(run))]
+    proc = horovodrun("several.py", *args, timeout=timeout, check=False)
+    said = re.findall(r"several\.py: (.+) failed", proc.stderr)
+    proc.failed = {name for line in said for name in line.split(", ")}
+    assert proc.failed or proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc

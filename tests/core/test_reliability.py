@@ -16,21 +16,30 @@ def both_ranks_say(proc, pattern):
     return ranks == {"0", "1"}, out[-4000:]
 
 
-@pytest.mark.timeout(90)
-def test_uneven_dataloaders_raise_on_every_rank_instead_of_hanging():
+@pytest.fixture(scope="module")
+def torch_modes():
+    """Both torch faults in one job, one after the other: each must raise on both ranks for the next to run."""
     t0 = time.monotonic()
-    proc = horovodrun("uneven.py", "torch-loader", timeout=60, check=False)
-    assert proc.returncode != 0
-    ok, out = both_ranks_say(proc, r"ranks disagree on steps per epoch \(rank 0: 51, rank 1: 50\)")
-    assert ok, out
-    assert time.monotonic() - t0 < 60
+    proc = horovodrun("uneven.py", "torch-loader", "torch-val-rank0", timeout=60, check=False)
+    return proc, time.monotonic() - t0
 
 
 @pytest.mark.timeout(90)
-def test_val_data_on_rank_0_only_raises_on_every_rank_instead_of_hanging():
-    proc = horovodrun("uneven.py", "torch-val-rank0", timeout=60, check=False)
+def test_uneven_dataloaders_raise_on_every_rank_instead_of_hanging(torch_modes):
+    proc, seconds = torch_modes
     assert proc.returncode != 0
-    ok, out = both_ranks_say(proc, r"ranks disagree on validation data \(rank 0: 'given', rank 1: 'none'\)")
+    ok, out = both_ranks_say(proc, r"torch-loader raised ValueError: .*"
+                                   r"ranks disagree on steps per epoch \(rank 0: 51, rank 1: 50\)")
+    assert ok, out
+    assert seconds < 60
+
+
+@pytest.mark.timeout(90)
+def test_val_data_on_rank_0_only_raises_on_every_rank_instead_of_hanging(torch_modes):
+    proc, _ = torch_modes
+    assert proc.returncode != 0
+    ok, out = both_ranks_say(proc, r"torch-val-rank0 raised ValueError: .*"
+                                   r"ranks disagree on validation data \(rank 0: 'given', rank 1: 'none'\)")
     assert ok, out
 
 

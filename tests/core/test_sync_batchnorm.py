@@ -2,21 +2,23 @@
 outputs and gradients of one process with batch 2b (torch and Keras 3); converted models train in step."""
 
 import pytest
-from helpers import horovodrun, requires_horovod, tagged_json
+from helpers import requires_horovod, tagged_json
 
 pytestmark = [requires_horovod, pytest.mark.horovod]
 TOL = 5e-6  # float32 sums of 400 values; measured errors are below 1e-6
 
 
-def _rows(stdout: str, tag: str) -> list[dict]:
-    rows = tagged_json(stdout, tag)
-    assert len(rows) == 2, stdout[-3000:]
+def _rows(proc, script: str, tag: str) -> list[dict]:
+    """``script``'s rows in a shared launch (tests/conftest.py, tests/core/conftest.py)."""
+    assert script not in proc.failed, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = tagged_json(proc.stdout, tag)
+    assert len(rows) == 2, proc.stdout[-3000:]
     return sorted(rows, key=lambda r: r["rank"])
 
 
-@pytest.mark.timeout(240)
-def test_torch_sync_batchnorm_equals_one_process_with_the_whole_batch():
-    rows = _rows(horovodrun("sync_batchnorm_torch.py", timeout=200).stdout, "SYNCBN")
+@pytest.mark.timeout(300)
+def test_torch_sync_batchnorm_equals_one_process_with_the_whole_batch(torch_workers):
+    rows = _rows(torch_workers, "sync_batchnorm_torch.py", "SYNCBN")
     worst = max(v for r in rows for v in r["errors"].values())
     print(f"torch SyncBatchNorm: max abs error {worst:.2e} over {sorted(rows[0]['errors'])}; "
           f"unsynchronised batch norm is off by {min(r['local_gap'] for r in rows):.3f}")
@@ -28,8 +30,8 @@ def test_torch_sync_batchnorm_equals_one_process_with_the_whole_batch():
 
 
 @pytest.mark.timeout(300)
-def test_keras_sync_batchnormalization_equals_one_process_with_the_whole_batch():
-    rows = _rows(horovodrun("sync_batchnorm_keras.py", timeout=260).stdout, "KERAS_SYNCBN")
+def test_keras_sync_batchnormalization_equals_one_process_with_the_whole_batch(keras_workers):
+    rows = _rows(keras_workers, "sync_batchnorm_keras.py", "KERAS_SYNCBN")
     worst = max(v for r in rows for mode in r["errors"].values() for v in mode.values())
     print(f"Keras SyncBatchNormalization: max abs error {worst:.2e} (eager and tf.function); "
           f"unsynchronised batch norm is off by {min(r['local_gap'] for r in rows):.3f}")

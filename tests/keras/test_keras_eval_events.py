@@ -3,15 +3,16 @@
 EngineBridge; hvdkit's explicit Keras classes and Horovod's hvd.callbacks names train together."""
 
 import pytest
-from helpers import horovodrun, requires_horovod, tagged_json
+from helpers import requires_horovod, tagged_json
 
 pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
-def ranks():
-    rows = tagged_json(horovodrun("vocabulary_events.py", "keras", timeout=260).stdout, "VOCAB")
-    assert len(rows) == 2, rows
+def ranks(keras_workers):  # vocabulary_events.py keras, in the shared Keras launch (conftest.py)
+    assert "vocabulary_events.py" not in keras_workers.failed, keras_workers.stderr[-3000:]
+    rows = tagged_json(keras_workers.stdout, "VOCAB")
+    assert len(rows) == 2, keras_workers.stdout[-3000:] + keras_workers.stderr[-3000:]
     return rows
 
 

@@ -1,6 +1,8 @@
-"""One process (Horovod size 1), one bad input or fault per run; prints what happened (#13 items 6, 8, 9).
+"""One process (Horovod size 1) runs the bad inputs and faults one after the other, each on a fresh model
+and seed; prints ``=== case NAME`` then what happened (#13 items 6, 8, 9). A case that needs a folder is
+given as ``NAME=FOLDER``.
 
-    python input_errors.py CASE [FOLDER]
+    python input_errors.py CASE[=FOLDER] [CASE[=FOLDER] ...]
 """
 
 import os
@@ -14,12 +16,7 @@ import hvdkit.torch as hk
 from hvdkit.callbacks import Checkpoint, MetricsLogger
 from hvdkit.core import Callback, CheckpointStore
 
-case = sys.argv[1]
-folder = sys.argv[2] if len(sys.argv) > 2 else None
 hk.init(threads=1)
-torch.manual_seed(0)
-x, y = torch.randn(40, 4), torch.randint(0, 2, (40,))
-train = TensorDataset(x, y)
 
 
 class Count(Callback):
@@ -45,44 +42,55 @@ def trainer(*callbacks):
                       callbacks=[Count(), *callbacks])
 
 
-try:
-    if case == "val-wrong-shape":
-        trainer().fit(train, epochs=2, batch_size=8,
-                      validation_data=TensorDataset(torch.randn(10, 7), torch.zeros(10).long()))
-    elif case == "val-wrong-labels":
-        trainer().fit(train, epochs=2, batch_size=8,
-                      validation_data=TensorDataset(torch.randn(10, 4), torch.full((10,), 5)))
-    elif case == "val-empty":
-        trainer().fit(train, epochs=2, batch_size=8,
-                      validation_data=TensorDataset(torch.randn(0, 4), torch.zeros(0).long()))
-    elif case == "train-empty":
-        trainer().fit(TensorDataset(torch.randn(0, 4), torch.zeros(0).long()), epochs=2, batch_size=8)
-    elif case == "second-fit":
-        t = trainer()
-        t.fit(train, epochs=2, batch_size=8)
-        t.fit(train, epochs=2, batch_size=8)
-    elif case == "exception-mid-fit":
-        trainer(Boom(), MetricsLogger(os.path.join(folder, "m.csv"))).fit(train, epochs=2, batch_size=8)
-    elif case == "malicious-checkpoint":
-        class Evil:
-            def __reduce__(self):
-                return (os.system, (f"touch {folder}/PWNED",))
+def run(case, folder):
+    torch.manual_seed(0)
+    x, y = torch.randn(40, 4), torch.randint(0, 2, (40,))
+    train = TensorDataset(x, y)
+    Count.steps, Count.ended = 0, False
+    try:
+        if case == "val-wrong-shape":
+            trainer().fit(train, epochs=2, batch_size=8,
+                          validation_data=TensorDataset(torch.randn(10, 7), torch.zeros(10).long()))
+        elif case == "val-wrong-labels":
+            trainer().fit(train, epochs=2, batch_size=8,
+                          validation_data=TensorDataset(torch.randn(10, 4), torch.full((10,), 5)))
+        elif case == "val-empty":
+            trainer().fit(train, epochs=2, batch_size=8,
+                          validation_data=TensorDataset(torch.randn(0, 4), torch.zeros(0).long()))
+        elif case == "train-empty":
+            trainer().fit(TensorDataset(torch.randn(0, 4), torch.zeros(0).long()), epochs=2, batch_size=8)
+        elif case == "second-fit":
+            t = trainer()
+            t.fit(train, epochs=2, batch_size=8)
+            t.fit(train, epochs=2, batch_size=8)
+        elif case == "exception-mid-fit":
+            trainer(Boom(), MetricsLogger(os.path.join(folder, "m.csv"))).fit(train, epochs=2, batch_size=8)
+        elif case == "malicious-checkpoint":
+            class Evil:
+                def __reduce__(self):
+                    return (os.system, (f"touch {folder}/PWNED",))
 
-        store = CheckpointStore(folder)
-        store.save(pickle.dumps({"framework": Evil()}), state={"framework": {"__tensor__": "framework"}}, epoch=1,
-                   global_step=5, world_size=1, framework="torch")
-        store.flush()
-        trainer(Checkpoint(folder)).fit(train, epochs=2, batch_size=8)
-    elif case == "accumulate-too-few":
-        model = torch.nn.Linear(4, 2)
-        hk.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.CrossEntropyLoss(), callbacks=[Count()],
-                   accumulate_steps=8).fit(train, epochs=2, batch_size=8)
-    elif case == "accumulate-mismatch":
-        model = torch.nn.Linear(4, 2)
-        opt = hk.distribute(model, torch.optim.SGD(model.parameters(), lr=0.1), accumulate_steps=2)
-        hk.Trainer(model, opt, torch.nn.CrossEntropyLoss(), accumulate_steps=4)
-    else:
-        raise SystemExit(f"unknown case {case}")
-except Exception as exc:
-    print(f"ERROR {type(exc).__name__}: {exc}", flush=True)
-print(f"steps={Count.steps} train_end={Count.ended}", flush=True)
+            store = CheckpointStore(folder)
+            store.save(pickle.dumps({"framework": Evil()}), state={"framework": {"__tensor__": "framework"}},
+                       epoch=1, global_step=5, world_size=1, framework="torch")
+            store.flush()
+            trainer(Checkpoint(folder)).fit(train, epochs=2, batch_size=8)
+        elif case == "accumulate-too-few":
+            model = torch.nn.Linear(4, 2)
+            hk.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.CrossEntropyLoss(),
+                       callbacks=[Count()], accumulate_steps=8).fit(train, epochs=2, batch_size=8)
+        elif case == "accumulate-mismatch":
+            model = torch.nn.Linear(4, 2)
+            opt = hk.distribute(model, torch.optim.SGD(model.parameters(), lr=0.1), accumulate_steps=2)
+            hk.Trainer(model, opt, torch.nn.CrossEntropyLoss(), accumulate_steps=4)
+        else:
+            raise SystemExit(f"unknown case {case}")
+    except Exception as exc:
+        print(f"ERROR {type(exc).__name__}: {exc}", flush=True)
+    print(f"steps={Count.steps} train_end={Count.ended}", flush=True)
+
+
+for arg in sys.argv[1:]:
+    name, _, path = arg.partition("=")
+    print(f"=== case {name}", flush=True)
+    run(name, path or None)

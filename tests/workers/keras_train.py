@@ -1,7 +1,8 @@
-"""A small deterministic Keras 3 run for the integration tests: model.fit or a custom tape loop.
+"""A small deterministic Keras 3 run for the integration tests: model.fit, a custom tape loop, or both
+one after the other in one process (each from a freshly seeded model: one launch for two checks).
 
-Writes per rank: rank<r>.npz (final weights), rank<r>_init.npz (as built), rank<r>_start.npz
-(weights when the first step starts) and rank<r>.json (LRs per step, raw and averaged logs).
+Writes per mode and rank, in <results>/<mode>/: rank<r>.npz (final weights), rank<r>_init.npz (as built),
+rank<r>_start.npz (weights when the first step starts) and rank<r>.json (LRs per step, raw and averaged logs).
 """
 
 import argparse
@@ -16,7 +17,7 @@ import hvdkit.keras as hk
 
 p = argparse.ArgumentParser()
 p.add_argument("--results", required=True)
-p.add_argument("--mode", choices=["fit", "tape"], default="fit")
+p.add_argument("--mode", choices=["fit", "tape"], nargs="+", default=["fit"])
 p.add_argument("--batch", type=int, default=8, help="per worker")
 p.add_argument("--epochs", type=int, default=3)
 p.add_argument("--lr", type=float, default=0.1)
@@ -24,7 +25,8 @@ p.add_argument("--momentum", type=float, default=0.0)
 p.add_argument("--warmup-epochs", type=float, default=0.0)
 p.add_argument("--checkpoint-dir")
 p.add_argument("--model-seed-per-rank", action="store_true")
-p.add_argument("--jit", action="store_true")
+p.add_argument("--jit-probe", action="store_true",
+               help="after the run, fit a fresh jit_compile=True model once and record its error in rank<r>_jit.json")
 args = p.parse_args()
 
 hk.init(threads=1)
@@ -35,16 +37,11 @@ import hvdkit.tensorflow as htf  # noqa: E402
 from hvdkit.keras.callbacks import BroadcastInitialState, Checkpoint, LearningRateWarmup, MetricAverage  # noqa: E402
 
 r = hk.rank()
-keras.utils.set_random_seed(1000 + (r if args.model_seed_per_rank else 0))
-model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(3)])
-initial = [w.copy() for w in model.get_weights()]
-
 g = np.random.default_rng(7)
 x = g.normal(size=(64, 6)).astype(np.float32)
 y = ((x[:, :3].sum(1) > 0).astype(np.int64) + (x[:, 3] > 0.5).astype(np.int64))
 xs, ys = hk.shard((x, y))
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-out = {"size": hk.size()}
 
 
 class RawLogs(keras.callbacks.Callback):
@@ -74,45 +71,69 @@ class StepProbe(keras.callbacks.Callback):
         self.step += 1
 
 
-if args.mode == "fit":
-    opt = hk.DistributedOptimizer(keras.optimizers.SGD(args.lr, momentum=args.momentum))
-    model.compile(optimizer=opt, loss=loss_fn, metrics=["accuracy"], jit_compile=args.jit)
-    cap, start = RawLogs(), StepProbe()
-    cbs = [cap, BroadcastInitialState(), MetricAverage()]
-    if args.warmup_epochs:
-        cbs.append(LearningRateWarmup(warmup_epochs=args.warmup_epochs))
-    initial_epoch = 0
-    if args.checkpoint_dir:
-        ckpt = Checkpoint(args.checkpoint_dir)
-        initial_epoch = ckpt.resume_epoch(model)
-        cbs.append(ckpt)
-    cbs.append(start)
-    hist = model.fit(xs, ys, batch_size=args.batch, epochs=args.epochs, shuffle=False, verbose=0,
-                     callbacks=cbs, initial_epoch=initial_epoch)
-    out.update(history=hist.history, raw=cap.raw, lrs=start.lrs, initial_epoch=initial_epoch,
-               steps=hist.params["steps"])
-    start_weights = start.start
-else:
-    opt = keras.optimizers.SGD(args.lr)
-    opt.build(model.trainable_variables)
-    htf.broadcast_variables(model.variables + opt.variables, root_rank=0)
-    start_weights = [w.copy() for w in model.get_weights()]
-    ds = tf.data.Dataset.from_tensor_slices((xs, ys)).batch(args.batch)
+def train(mode):
+    keras.utils.set_random_seed(1000 + (r if args.model_seed_per_rank else 0))
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(3)])
+    initial = [w.copy() for w in model.get_weights()]
+    out = {"size": hk.size()}
+    if mode == "fit":
+        opt = hk.DistributedOptimizer(keras.optimizers.SGD(args.lr, momentum=args.momentum))
+        model.compile(optimizer=opt, loss=loss_fn, metrics=["accuracy"], jit_compile=False)
+        cap, start = RawLogs(), StepProbe()
+        cbs = [cap, BroadcastInitialState(), MetricAverage()]
+        if args.warmup_epochs:
+            cbs.append(LearningRateWarmup(warmup_epochs=args.warmup_epochs))
+        initial_epoch = 0
+        if args.checkpoint_dir:
+            ckpt = Checkpoint(args.checkpoint_dir)
+            initial_epoch = ckpt.resume_epoch(model)
+            cbs.append(ckpt)
+        cbs.append(start)
+        hist = model.fit(xs, ys, batch_size=args.batch, epochs=args.epochs, shuffle=False, verbose=0,
+                         callbacks=cbs, initial_epoch=initial_epoch)
+        out.update(history=hist.history, raw=cap.raw, lrs=start.lrs, initial_epoch=initial_epoch,
+                   steps=hist.params["steps"])
+        start_weights = start.start
+    else:
+        opt = keras.optimizers.SGD(args.lr)
+        opt.build(model.trainable_variables)
+        htf.broadcast_variables(model.variables + opt.variables, root_rank=0)
+        start_weights = [w.copy() for w in model.get_weights()]
+        ds = tf.data.Dataset.from_tensor_slices((xs, ys)).batch(args.batch)
 
-    @tf.function
-    def train_step(xb, yb):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(yb, model(xb, training=True))
-        grads = htf.DistributedGradientTape(tape).gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+        @tf.function
+        def train_step(xb, yb):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(yb, model(xb, training=True))
+            grads = htf.DistributedGradientTape(tape).gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
 
-    for _ in range(args.epochs):
-        for xb, yb in ds:
-            train_step(xb, yb)
+        for _ in range(args.epochs):
+            for xb, yb in ds:
+                train_step(xb, yb)
 
-np.savez(f"{args.results}/rank{r}.npz", *model.get_weights())
-np.savez(f"{args.results}/rank{r}_init.npz", *initial)
-np.savez(f"{args.results}/rank{r}_start.npz", *start_weights)
-with open(f"{args.results}/rank{r}.json", "w") as f:
-    json.dump(out, f)
+    results = os.path.join(args.results, mode)
+    os.makedirs(results, exist_ok=True)
+    np.savez(f"{results}/rank{r}.npz", *model.get_weights())
+    np.savez(f"{results}/rank{r}_init.npz", *initial)
+    np.savez(f"{results}/rank{r}_start.npz", *start_weights)
+    with open(f"{results}/rank{r}.json", "w") as f:
+        json.dump(out, f)
+
+
+for mode in args.mode:
+    train(mode)
+
+if args.jit_probe:
+    # After everything above is written, so the probe cannot change the run's results: lets a test check
+    # the XLA refusal without a launch of its own.
+    probe = keras.Sequential([keras.Input((6,)), keras.layers.Dense(3)])
+    probe.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss=loss_fn, jit_compile=True)
+    try:
+        probe.fit(xs, ys, batch_size=args.batch, epochs=1, verbose=0)
+        error = None
+    except Exception as exc:  # any error is recorded; the test names the one it expects
+        error = f"{type(exc).__name__}: {exc}"
+    with open(f"{args.results}/rank{r}_jit.json", "w") as f:
+        json.dump({"error": error}, f)
