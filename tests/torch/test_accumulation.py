@@ -12,7 +12,7 @@ pytestmark = [requires_horovod, pytest.mark.horovod]
 
 @pytest.mark.timeout(480)  # the shared job (conftest.py) may start in this test
 def test_accumulating_4_batches_of_4_equals_one_batch_of_16(torch_job):
-    stdout = torch_job("accumulate.py")
+    stdout = torch_job("accumulate").stdout
     rows = [json.loads(m.group(0)) for m in re.finditer(r'\{"rank".*?\]\]\}', stdout)]
     assert len(rows) == 2, stdout[-3000:]
     params = 4  # two Linear layers: weight and bias each

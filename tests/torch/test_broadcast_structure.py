@@ -10,7 +10,7 @@ pytestmark = [requires_horovod, pytest.mark.horovod]
 
 @pytest.mark.timeout(480)  # the shared job (conftest.py) may start in this test
 def test_different_names_or_optimizers_raise_on_every_rank_and_matching_ones_broadcast(torch_job):
-    rows = sorted(tagged_json(torch_job("broadcast_structure.py"), "RESULT"),
+    rows = sorted(tagged_json(torch_job("broadcast_structure").stdout, "RESULT"),
                   key=lambda row: row["rank"])
     assert [row["rank"] for row in rows] == [0, 1]
     for row in rows:

@@ -9,7 +9,7 @@ pytestmark = [requires_horovod, pytest.mark.horovod]
 
 @pytest.mark.timeout(480)  # the shared job (conftest.py) may start in this test
 def test_fp16_compression_and_adasum_train_with_identical_ranks(torch_job):
-    rows = sorted(tagged_json(torch_job("compression.py"), "COMPRESSION"),
+    rows = sorted(tagged_json(torch_job("compression").stdout, "COMPRESSION"),
                   key=lambda r: r["rank"])
     assert [r["rank"] for r in rows] == [0, 1]
     r0, r1 = rows[0]["runs"], rows[1]["runs"]

@@ -2,20 +2,17 @@
 names the step and the rank, and no checkpoint of non-finite weights replaces the finite ones."""
 
 import pytest
-from helpers import horovodrun, requires_horovod, tagged_json
+from helpers import requires_horovod, tagged_json
 
 pytestmark = [requires_horovod, pytest.mark.horovod]
-# 64 rows, 4 per rank and step: 8 steps per epoch; rank 1's loss is NaN at step 20 (epoch 2)
-NAN = ("--nan-rank", "1", "--nan-step", "20", "--keep", "2")
 
 
 @pytest.fixture(scope="module")
-def policies(tmp_path_factory):
-    """One job trains once per policy (the default, skip, warn), each from the same weights into its own
-    folder: ``(output, {policy: rows in rank order})``."""
-    ckpt = tmp_path_factory.mktemp("nonfinite")
-    proc = horovodrun("numerics_torch.py", "--policies", "default,skip,warn", "--checkpoint-dir", str(ckpt), *NAN,
-                      timeout=150)
+def policies(torch_job):
+    """The shared job (conftest.py) trained once per policy (the default, skip, warn), each from the same weights
+    into its own folder, rank 1's loss NaN at step 20 (8 steps an epoch, keep=2): ``(output, {policy: rows in
+    rank order})``."""
+    proc = torch_job("nonfinite")
     rows = {}
     for row in sorted(tagged_json(proc.stdout, "RESULT"), key=lambda r: r["rank"]):
         rows.setdefault(row["policy"], []).append(row)
@@ -24,7 +21,7 @@ def policies(tmp_path_factory):
     return proc.stdout + proc.stderr, rows
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(480)  # the shared job (conftest.py) may start in this test
 def test_stop_is_the_default_and_raises_on_every_rank_naming_step_and_rank(policies):
     rows = policies[1]["default"]
     for r in rows:
@@ -36,7 +33,7 @@ def test_stop_is_the_default_and_raises_on_every_rank_naming_step_and_rank(polic
                                       ["ckpt-000002-0000000016.safetensors", True]]
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(480)  # the shared job (conftest.py) may start in this test
 def test_skip_leaves_out_the_step_on_every_rank(policies):
     rows = policies[1]["skip"]
     for r in rows:
@@ -46,7 +43,7 @@ def test_skip_leaves_out_the_step_on_every_rank(policies):
                                       ["ckpt-000003-0000000024.safetensors", True]]
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(480)  # the shared job (conftest.py) may start in this test
 def test_warn_applies_the_step_but_never_checkpoints_the_nan_weights(policies):
     output, rows = policies[0], policies[1]["warn"]
     for r in rows:

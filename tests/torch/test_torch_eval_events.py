@@ -10,7 +10,7 @@ pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(480)]  
 
 @pytest.fixture(scope="module")
 def ranks(torch_job):
-    rows = tagged_json(torch_job("vocabulary_events.py"), "VOCAB")
+    rows = tagged_json(torch_job("vocabulary").stdout, "VOCAB")
     assert len(rows) == 2, rows
     return rows
 

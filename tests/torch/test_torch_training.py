@@ -8,7 +8,7 @@ from helpers import horovodrun, read_json, requires_horovod
 
 from hvdkit.core import lr as lrmath
 
-pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(600)]
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(600)]  # may start the shared job (conftest.py)
 
 
 def params(path):
@@ -23,19 +23,18 @@ def run(tmp_path, name, np_, *args):
     return out
 
 
-WARMUP = ["--batch", "8", "--momentum", "0.9", "--warmup-epochs", "2", "--lr", "0.2"]
-
-
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-    """4 epochs with warm-up over 2 and a checkpoint each epoch (the last 3 kept): the LR test reads its LRs,
-    the resume test resumes its epoch-2 checkpoint."""
-    tmp = tmp_path_factory.mktemp("uninterrupted")
-    return run(tmp, "full", 2, *WARMUP, "--epochs", "4", "--checkpoint-dir", str(tmp / "ckpt")), tmp / "ckpt"
+def uninterrupted(torch_job):
+    """The shared job's (conftest.py) 4 epochs with warm-up over 2 and a checkpoint each epoch (the last 3
+    kept): the LR test reads its LRs, the resume test resumes its epoch-2 checkpoint."""
+    spec = torch_job("uninterrupted").args
+    settings = spec[spec.index("--batch"):spec.index("--checkpoint-dir")]  # --epochs 4 included
+    return torch_job.folder / "uninterrupted", torch_job.folder / "uninterrupted-ckpt", settings
 
 
-def test_two_workers_batch_b_equal_one_worker_batch_2b(tmp_path):
-    two = run(tmp_path, "two", 2, "--batch", "8", "--epochs", "3", "--model-seed-per-rank")
+def test_two_workers_batch_b_equal_one_worker_batch_2b(tmp_path, torch_job):
+    torch_job("two_ranks")  # --batch 8 --epochs 3 --model-seed-per-rank, in the shared job (conftest.py)
+    two = torch_job.folder / "two_ranks"
     one = run(tmp_path, "one", 1, "--batch", "16", "--epochs", "3")
     p1 = params(one / "rank0.npz")
     for r in (0, 1):
@@ -55,7 +54,7 @@ def test_two_workers_batch_b_equal_one_worker_batch_2b(tmp_path):
 
 
 def test_lr_at_each_step_follows_the_warmup_formula(uninterrupted):
-    out, _ = uninterrupted
+    out = uninterrupted[0]  # lr 0.2, warm-up over 2 of 4 epochs, batch 8 (conftest.py)
     for r in (0, 1):
         res = read_json(out / f"rank{r}.json")
         spe = res["steps_per_epoch"]
@@ -70,7 +69,7 @@ def test_lr_at_each_step_follows_the_warmup_formula(uninterrupted):
 
 
 def test_resume_from_checkpoint_gives_the_uninterrupted_result(tmp_path, uninterrupted):
-    full, full_ckpt = uninterrupted
+    full, full_ckpt, settings = uninterrupted
     assert read_json(full / "rank0.json")["resumed_from"] is None
     # The folder as a job stopped after epoch 2 left it: only that epoch's checkpoint.
     ckpt = tmp_path / "ckpt"
@@ -79,7 +78,7 @@ def test_resume_from_checkpoint_gives_the_uninterrupted_result(tmp_path, uninter
     assert [f.suffix for f in epoch2] == [".json", ".safetensors"], sorted(full_ckpt.iterdir())
     for f in epoch2:
         shutil.copy2(f, ckpt / f.name)
-    second = run(tmp_path, "second", 2, *WARMUP, "--epochs", "4", "--checkpoint-dir", str(ckpt))
+    second = run(tmp_path, "second", 2, *settings, "--checkpoint-dir", str(ckpt))
     res = read_json(second / "rank1.json")
     assert res["resumed_from"] == 2 and res["epochs_run"] == 2 and res["global_step"] == 16
     # warm-up continued where it stopped: the LRs of epochs 3-4 equal the uninterrupted run's

@@ -4,7 +4,8 @@ pays for one launch (each rank imports the framework once) and each test reads i
     in_one_job.py OUT SCRIPT [ARG...] [--- SCRIPT [ARG...]]...
 
 The K-th SCRIPT (a file in tests/workers/) runs as ``__main__`` with its ARGs as ``sys.argv[1:]``; what it
-prints goes to ``OUT/K-SCRIPT.rankR.out``, and ``OUT/K-SCRIPT.rankR.done`` marks that it returned. A script
+prints goes to ``OUT/K-SCRIPT.rankR.out`` (its Python-level stderr, warnings and log records included, to
+``.err``), and ``OUT/K-SCRIPT.rankR.done`` marks that it returned. A script
 that raises leaves its traceback in ``OUT/K-SCRIPT.rankR.error`` and ends the job: its peer may be inside a
 collective this rank never starts, so no later script could run in step.
 """
@@ -30,7 +31,8 @@ for k, (script, *args) in enumerate(scripts):
     stem = out / f"{k}-{script}.rank{rank}"
     sys.argv = [str(HERE / script), *args]
     failed = None
-    with open(f"{stem}.out", "w") as f, contextlib.redirect_stdout(f):
+    with open(f"{stem}.out", "w") as f, open(f"{stem}.err", "w") as e, contextlib.redirect_stdout(f), \
+            contextlib.redirect_stderr(e):
         try:
             runpy.run_path(str(HERE / script), run_name="__main__")
         except SystemExit as exc:
