@@ -5,9 +5,9 @@ pays for one launch (each rank imports the framework once) and each test reads i
 
 The K-th SCRIPT (a file in tests/workers/) runs as ``__main__`` with its ARGs as ``sys.argv[1:]``; what it
 prints goes to ``OUT/K-SCRIPT.rankR.out`` (its Python-level stderr, warnings and log records included, to
-``.err``), and ``OUT/K-SCRIPT.rankR.done`` marks that it returned. A script
-that raises leaves its traceback in ``OUT/K-SCRIPT.rankR.error`` and ends the job: its peer may be inside a
-collective this rank never starts, so no later script could run in step.
+``.err``), and ``OUT/K-SCRIPT.rankR.done`` marks that it returned. A script that raises leaves its traceback
+in ``OUT/K-SCRIPT.rankR.error`` and ends the job: its peer may be inside a collective this rank never starts,
+so no later script could run in step.
 """
 
 import contextlib
@@ -43,6 +43,5 @@ for k, (script, *args) in enumerate(scripts):
     if failed:
         Path(f"{stem}.error").write_text(failed)
         print(f"in_one_job: {script} failed on rank {rank}:\n{failed}", file=sys.stderr, flush=True)
-        sys.stderr.flush()
         os._exit(1)
     Path(f"{stem}.done").touch()
