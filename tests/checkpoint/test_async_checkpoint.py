@@ -24,10 +24,15 @@ def start(folder, epochs, *mode):
 
 def test_async_and_blocking_saves_write_the_same_checkpoint(tmp_path):
     outs = {}
-    for mode in ("async", "sync"):
-        proc = start(tmp_path / mode, 3, mode)
-        out, _ = proc.communicate(timeout=180)
-        assert proc.returncode == 0, out[-3000:]
+    procs = {mode: start(tmp_path / mode, 3, mode) for mode in ("async", "sync")}  # independent: side by side
+    try:
+        results = {mode: proc.communicate(timeout=180)[0] for mode, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+    for mode, out in results.items():
+        assert procs[mode].returncode == 0, out[-3000:]
         outs[mode] = out.strip().splitlines()[-1]
         found = CheckpointStore(tmp_path / mode).latest()
         assert found is not None and found.manifest.epoch == 3

@@ -5,16 +5,16 @@ import json
 import re
 
 import pytest
-from helpers import horovodrun, requires_horovod
+from helpers import requires_horovod
 
 pytestmark = [requires_horovod, pytest.mark.horovod]
 
 
-@pytest.mark.timeout(180)
-def test_accumulating_4_batches_of_4_equals_one_batch_of_16():
-    proc = horovodrun("accumulate.py", timeout=150)
-    rows = [json.loads(m.group(0)) for m in re.finditer(r'\{"rank".*?\]\]\}', proc.stdout)]
-    assert len(rows) == 2, proc.stdout[-3000:]
+@pytest.mark.timeout(480)  # the shared job (conftest.py) may start in this test
+def test_accumulating_4_batches_of_4_equals_one_batch_of_16(torch_job):
+    stdout = torch_job("accumulate").stdout
+    rows = [json.loads(m.group(0)) for m in re.finditer(r'\{"rank".*?\]\]\}', stdout)]
+    assert len(rows) == 2, stdout[-3000:]
     params = 4  # two Linear layers: weight and bias each
     steps = 2 * 256 // 2 // 16  # epochs x rows per rank / rows per optimizer step = 16
     for r in rows:

@@ -3,14 +3,14 @@ and hung (Horovod waits for tensors some ranks never send); now every rank raise
 difference, before any broadcast starts."""
 
 import pytest
-from helpers import horovodrun, requires_horovod, tagged_json
+from helpers import requires_horovod, tagged_json
 
 pytestmark = [requires_horovod, pytest.mark.horovod]
 
 
-@pytest.mark.timeout(90)
-def test_different_names_or_optimizers_raise_on_every_rank_and_matching_ones_broadcast():
-    rows = sorted(tagged_json(horovodrun("broadcast_structure.py", timeout=75).stdout, "RESULT"),
+@pytest.mark.timeout(480)  # the shared job (conftest.py) may start in this test
+def test_different_names_or_optimizers_raise_on_every_rank_and_matching_ones_broadcast(torch_job):
+    rows = sorted(tagged_json(torch_job("broadcast_structure").stdout, "RESULT"),
                   key=lambda row: row["rank"])
     assert [row["rank"] for row in rows] == [0, 1]
     for row in rows:

@@ -2,14 +2,14 @@
 Adasum train through ``hk.distribute`` with identical weights on both ranks; bad names are refused."""
 
 import pytest
-from helpers import horovodrun, requires_horovod, tagged_json
+from helpers import requires_horovod, tagged_json
 
 pytestmark = [requires_horovod, pytest.mark.horovod]
 
 
-@pytest.mark.timeout(240)
-def test_fp16_compression_and_adasum_train_with_identical_ranks():
-    rows = sorted(tagged_json(horovodrun("compression.py", timeout=200).stdout, "COMPRESSION"),
+@pytest.mark.timeout(480)  # the shared job (conftest.py) may start in this test
+def test_fp16_compression_and_adasum_train_with_identical_ranks(torch_job):
+    rows = sorted(tagged_json(torch_job("compression").stdout, "COMPRESSION"),
                   key=lambda r: r["rank"])
     assert [r["rank"] for r in rows] == [0, 1]
     r0, r1 = rows[0]["runs"], rows[1]["runs"]

@@ -3,14 +3,14 @@ before on_epoch_end, close() runs after the run, and the deprecated spellings st
 DeprecationWarning naming the new name."""
 
 import pytest
-from helpers import horovodrun, requires_horovod, tagged_json
+from helpers import requires_horovod, tagged_json
 
-pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(240)]
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(480)]  # may start the shared job
 
 
 @pytest.fixture(scope="module")
-def ranks():
-    rows = tagged_json(horovodrun("vocabulary_events.py", "torch", timeout=200).stdout, "VOCAB")
+def ranks(torch_job):
+    rows = tagged_json(torch_job("vocabulary").stdout, "VOCAB")
     assert len(rows) == 2, rows
     return rows
 

@@ -1,12 +1,14 @@
 """PyTorch adapter under real ``horovodrun -np 2``: equivalence, sync, warm-up and checkpoint resume."""
 
+import shutil
+
 import numpy as np
 import pytest
 from helpers import horovodrun, read_json, requires_horovod
 
 from hvdkit.core import lr as lrmath
 
-pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(600)]
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(600)]  # may start the shared job (conftest.py)
 
 
 def params(path):
@@ -21,8 +23,18 @@ def run(tmp_path, name, np_, *args):
     return out
 
 
-def test_two_workers_batch_b_equal_one_worker_batch_2b(tmp_path):
-    two = run(tmp_path, "two", 2, "--batch", "8", "--epochs", "3", "--model-seed-per-rank")
+@pytest.fixture(scope="module")
+def uninterrupted(torch_job):
+    """The shared job's (conftest.py) 4 epochs with warm-up over 2 and a checkpoint each epoch (the last 3
+    kept): the LR test reads its LRs, the resume test resumes its epoch-2 checkpoint."""
+    spec = torch_job("uninterrupted").args
+    settings = spec[spec.index("--batch"):spec.index("--checkpoint-dir")]  # --epochs 4 included
+    return torch_job.folder / "uninterrupted", torch_job.folder / "uninterrupted-ckpt", settings
+
+
+def test_two_workers_batch_b_equal_one_worker_batch_2b(tmp_path, torch_job):
+    torch_job("two_ranks")  # --batch 8 --epochs 3 --model-seed-per-rank, in the shared job (conftest.py)
+    two = torch_job.folder / "two_ranks"
     one = run(tmp_path, "one", 1, "--batch", "16", "--epochs", "3")
     p1 = params(one / "rank0.npz")
     for r in (0, 1):
@@ -41,14 +53,14 @@ def test_two_workers_batch_b_equal_one_worker_batch_2b(tmp_path):
     assert any(not np.allclose(a, b) for a, b in zip(p1, init0))
 
 
-def test_lr_at_each_step_follows_the_warmup_formula(tmp_path):
-    out = run(tmp_path, "warm", 2, "--batch", "8", "--epochs", "3", "--warmup-epochs", "2", "--lr", "0.2")
+def test_lr_at_each_step_follows_the_warmup_formula(uninterrupted):
+    out = uninterrupted[0]  # lr 0.2, warm-up over 2 of 4 epochs, batch 8 (conftest.py)
     for r in (0, 1):
         res = read_json(out / f"rank{r}.json")
         spe = res["steps_per_epoch"]
         assert spe == 4  # 64 samples / 2 workers / batch 8
         total = 2 * spe
-        assert len(res["lrs"]) == 3 * spe
+        assert len(res["lrs"]) == 4 * spe
         for k, used in res["lrs"]:
             expected = 0.2 * (1 / 2 + (1 - 1 / 2) * k / total) if k < total else 0.2
             assert used == pytest.approx(expected, rel=1e-12), (k, used, expected)
@@ -56,13 +68,17 @@ def test_lr_at_each_step_follows_the_warmup_formula(tmp_path):
         assert res["lrs"][0][1] == pytest.approx(0.1)  # starts at the single-worker LR T/n
 
 
-def test_resume_from_checkpoint_gives_the_uninterrupted_result(tmp_path):
-    common = ["--batch", "8", "--momentum", "0.9", "--warmup-epochs", "2", "--lr", "0.2"]
-    full = run(tmp_path, "full", 2, *common, "--epochs", "4")
+def test_resume_from_checkpoint_gives_the_uninterrupted_result(tmp_path, uninterrupted):
+    full, full_ckpt, settings = uninterrupted
+    assert read_json(full / "rank0.json")["resumed_from"] is None
+    # The folder as a job stopped after epoch 2 left it: only that epoch's checkpoint.
     ckpt = tmp_path / "ckpt"
-    first = run(tmp_path, "first", 2, *common, "--epochs", "2", "--checkpoint-dir", str(ckpt))
-    assert read_json(first / "rank0.json")["resumed_from"] is None
-    second = run(tmp_path, "second", 2, *common, "--epochs", "4", "--checkpoint-dir", str(ckpt))
+    ckpt.mkdir()
+    epoch2 = sorted(full_ckpt.glob("ckpt-000002-*"))
+    assert [f.suffix for f in epoch2] == [".json", ".safetensors"], sorted(full_ckpt.iterdir())
+    for f in epoch2:
+        shutil.copy2(f, ckpt / f.name)
+    second = run(tmp_path, "second", 2, *settings, "--checkpoint-dir", str(ckpt))
     res = read_json(second / "rank1.json")
     assert res["resumed_from"] == 2 and res["epochs_run"] == 2 and res["global_step"] == 16
     # warm-up continued where it stopped: the LRs of epochs 3-4 equal the uninterrupted run's
@@ -70,4 +86,5 @@ def test_resume_from_checkpoint_gives_the_uninterrupted_result(tmp_path):
     for r in (0, 1):
         for a, b in zip(params(second / f"rank{r}.npz"), params(full / f"rank{r}.npz")):
             np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
-    assert read_json(second / "rank0.json")["history"]["loss"][:2] == read_json(first / "rank0.json")["history"]["loss"]
+    history = read_json(second / "rank0.json")["history"]["loss"]
+    assert history[:2] == read_json(full / "rank0.json")["history"]["loss"][:2]

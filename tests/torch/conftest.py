@@ -1,0 +1,58 @@
+"""One horovodrun job for the torch tests whose workers need nothing but ``-np 2``
+(tests/workers/in_one_job.py runs their scripts one after another in the same two ranks)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from helpers import horovodrun
+
+# 4 epochs with warm-up over 2 (test_torch_training.py): the LR test's run and the resume test's reference
+WARMUP = ("--batch", "8", "--momentum", "0.9", "--warmup-epochs", "2", "--lr", "0.2")
+# label: the script and its arguments ({out}: the job's folder). vocabulary_events first: it records
+# DeprecationWarnings, none of which another script may have raised before.
+IN_ONE_JOB = {
+    "vocabulary": ("vocabulary_events.py", "torch"),
+    "broadcast_structure": ("broadcast_structure.py",),
+    "compression": ("compression.py",),
+    "accumulate": ("accumulate.py",),
+    # 64 rows, 4 per rank and step: 8 steps per epoch; rank 1's loss is NaN at step 20 (epoch 2)
+    "nonfinite": ("numerics_torch.py", "--policies", "default,skip,warn", "--checkpoint-dir", "{out}/nonfinite",
+                  "--nan-rank", "1", "--nan-step", "20", "--keep", "2"),
+    "uninterrupted": ("torch_train.py", "--results", "{out}/uninterrupted", *WARMUP, "--epochs", "4",
+                      "--checkpoint-dir", "{out}/uninterrupted-ckpt"),
+    "two_ranks": ("torch_train.py", "--results", "{out}/two_ranks", "--batch", "8", "--epochs", "3",
+                  "--model-seed-per-rank"),
+}
+# The scripts' own limits were 75-240 s each; under load the job's parts add up. The tests that read the job
+# allow 480 s: whichever runs first waits for it.
+JOB_TIMEOUT = 420
+
+
+@pytest.fixture(scope="session")
+def torch_job(tmp_path_factory):
+    """``torch_job(label)``: that script's run in the shared job, as a ``CompletedProcess`` whose stdout and
+    stderr are both ranks' (rank 0's first); raises, naming the script, when it did not return on both ranks.
+    ``torch_job.folder`` is the job's folder ({out})."""
+    out = tmp_path_factory.mktemp("torch-job")
+    for label in ("uninterrupted", "two_ranks"):  # torch_train.py writes into an existing --results folder
+        (out / label).mkdir()
+    args: list[str] = []
+    for k, spec in enumerate(IN_ONE_JOB.values()):
+        args += (["---"] if k else []) + [a.replace("{out}", str(out)) for a in spec]
+    proc = horovodrun("in_one_job.py", str(out), *args, timeout=JOB_TIMEOUT, check=False)
+
+    def run(label: str) -> subprocess.CompletedProcess:
+        k = list(IN_ONE_JOB).index(label)
+        stem = f"{k}-{IN_ONE_JOB[label][0]}"
+        if sorted(p.name for p in out.glob(f"{stem}.rank*.done")) != [f"{stem}.rank0.done", f"{stem}.rank1.done"]:
+            errors = "\n".join(p.read_text() for p in sorted(out.glob(f"{stem}.rank*.error")))
+            raise AssertionError(f"{label} ({stem}) did not finish on both ranks of the shared job (exit status "
+                                 f"{proc.returncode})\n{errors}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n"
+                                 f"{proc.stderr[-4000:]}")
+        read = lambda suffix: "".join((out / f"{stem}.rank{r}.{suffix}").read_text() for r in (0, 1))  # noqa: E731
+        return subprocess.CompletedProcess(IN_ONE_JOB[label], 0, read("out"), read("err"))
+
+    run.folder = out
+    return run
