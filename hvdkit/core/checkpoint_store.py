@@ -60,11 +60,12 @@ class OldFormatError(ValueError):
 
 
 class Stored(NamedTuple):
-    """A checkpoint as read: its manifest, its JSON state and its tensor file's bytes (checksum verified)."""
+    """A checkpoint as read: its manifest, its JSON state and its tensor file's bytes (checksum verified),
+    a writable NumPy uint8 array that the loaders' tensors share (so it is read into memory once)."""
 
     manifest: Manifest
     state: Any
-    data: bytes
+    data: Any
 
 
 def new_run_id() -> str:
@@ -83,6 +84,18 @@ def _manifest(data: Any) -> Manifest:
     known = {k: v for k, v in data.items() if k in Manifest.__dataclass_fields__}
     known.setdefault("format", 2)  # every manifest since format 2 names its format
     return Manifest(**known)
+
+
+def _read(path: Path) -> Any:
+    """The file's bytes in a new NumPy array, read straight into it (one pass over fresh memory)."""
+    import numpy as np
+
+    with open(path, "rb", buffering=0) as f:
+        data = np.empty(os.fstat(f.fileno()).st_size, np.uint8)
+        view, got = memoryview(data), 0
+        while got < len(data) and (n := f.readinto(view[got:])):  # one read(2) returns at most ~2 GiB
+            got += n
+    return data[:got]
 
 
 class CheckpointStore:
@@ -242,7 +255,7 @@ class CheckpointStore:
                                  f"hvdkit reads ({FORMAT_VERSION}): upgrade hvdkit to resume it")
         payload_path = self.directory / manifest.payload
         try:
-            payload = payload_path.read_bytes()
+            payload = _read(payload_path)
         except OSError as exc:
             raise ValueError(f"checkpoint payload {payload_path} is unreadable: {exc}") from None
         if len(payload) != manifest.size:

@@ -8,6 +8,7 @@ and safetensors' arrays, so loading a checkpoint never runs code from the folder
 from __future__ import annotations
 
 import base64
+import json
 import math
 from collections import OrderedDict
 from collections.abc import Callable
@@ -112,8 +113,49 @@ def numpy_payload(arrays: dict[str, Any]) -> Callable[[Path], None]:
     return lambda path: save_file(arrays, str(path))
 
 
-def load_numpy(data: bytes) -> dict[str, Any]:
-    """The arrays of a safetensors file's bytes (each a writable copy of its bytes)."""
-    from safetensors.numpy import load
+#: safetensors' dtype codes that NumPy has (little-endian, as safetensors stores them)
+NUMPY_DTYPES = {"BOOL": "?", "U8": "u1", "I8": "i1", "U16": "<u2", "I16": "<i2", "F16": "<f2", "U32": "<u4",
+                "I32": "<i4", "F32": "<f4", "U64": "<u8", "I64": "<i8", "F64": "<f8", "C64": "<c8"}
+_WIDTH = {"BF16": 2, "U16": 2, "I16": 2, "F16": 2, "U32": 4, "I32": 4, "F32": 4, "U64": 8, "I64": 8, "F64": 8,
+          "C64": 8}
 
-    return load(data)
+
+def tensor_bytes(data: Any) -> dict[str, tuple[str, list[int], Any]]:
+    """The tensors of a safetensors file's bytes (``bytes`` or a NumPy uint8 array) as ``(dtype code, shape,
+    uint8 array)``, each array a view of ``data`` (of one copy if ``data`` is read-only): nothing else is copied,
+    and every view is writable. Raises ValueError if ``data`` is no safetensors file."""
+    import numpy as np
+
+    buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
+    if not buf.flags.writeable:
+        buf = buf.copy()
+    # Parsed here: safetensors reads a header only from a file path (safe_open) or while copying every
+    # tensor out of `bytes` (deserialize); neither gives views of a buffer already verified.
+    try:
+        n = int.from_bytes(buf[:8].tobytes(), "little")
+        if len(buf) < 8 or n > len(buf) - 8:
+            raise ValueError(f"its header claims {n} bytes of {len(buf)}")
+        start, tensors = 8 + n, {}
+        for name, t in json.loads(buf[8:start].tobytes()).items():
+            if name == "__metadata__":
+                continue
+            begin, end = t["data_offsets"]
+            if not 0 <= begin <= end <= len(buf) - start:
+                raise ValueError(f"tensor {name!r} lies at bytes {begin}-{end} of {len(buf) - start}")
+            raw = buf[start + begin:start + end]
+            if raw.ctypes.data % _WIDTH.get(t["dtype"], 1):  # only files written elsewhere: realign
+                raw = raw.copy()
+            tensors[name] = (t["dtype"], list(t["shape"]), raw)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a safetensors file: {exc}") from None
+    return tensors
+
+
+def load_numpy(data: Any) -> dict[str, Any]:
+    """The arrays of a safetensors file's bytes (each a writable view: :func:`tensor_bytes`)."""
+    arrays = {}
+    for name, (code, shape, raw) in tensor_bytes(data).items():
+        if code not in NUMPY_DTYPES:
+            raise ValueError(f"tensor {name!r} is of dtype {code}, which NumPy lacks")
+        arrays[name] = raw.view(NUMPY_DTYPES[code]).reshape(shape)
+    return arrays
