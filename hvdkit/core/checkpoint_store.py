@@ -60,8 +60,7 @@ class OldFormatError(ValueError):
 
 
 class Stored(NamedTuple):
-    """A checkpoint as read: its manifest, its JSON state and its tensor file's bytes (checksum verified),
-    a writable NumPy uint8 array that the loaders' tensors share (so it is read into memory once)."""
+    """A checkpoint as read: its manifest, its JSON state, its tensor file's bytes (a NumPy uint8 array, verified)."""
 
     manifest: Manifest
     state: Any
@@ -84,18 +83,6 @@ def _manifest(data: Any) -> Manifest:
     known = {k: v for k, v in data.items() if k in Manifest.__dataclass_fields__}
     known.setdefault("format", 2)  # every manifest since format 2 names its format
     return Manifest(**known)
-
-
-def _read(path: Path) -> Any:
-    """The file's bytes in a new NumPy array, read straight into it (one pass over fresh memory)."""
-    import numpy as np
-
-    with open(path, "rb", buffering=0) as f:
-        data = np.empty(os.fstat(f.fileno()).st_size, np.uint8)
-        view, got = memoryview(data), 0
-        while got < len(data) and (n := f.readinto(view[got:])):  # one read(2) returns at most ~2 GiB
-            got += n
-    return data[:got]
 
 
 class CheckpointStore:
@@ -223,16 +210,14 @@ class CheckpointStore:
             except FileNotFoundError:
                 continue
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue  # a live writer holds it
-            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live writer holds it
                 if tmp.is_dir() and not tmp.is_symlink():
                     shutil.rmtree(tmp, ignore_errors=True)
                 else:
                     tmp.unlink(missing_ok=True)
                 removed.append(tmp)
+            except BlockingIOError:
+                continue
             finally:
                 os.close(fd)
         return removed
@@ -255,7 +240,9 @@ class CheckpointStore:
                                  f"hvdkit reads ({FORMAT_VERSION}): upgrade hvdkit to resume it")
         payload_path = self.directory / manifest.payload
         try:
-            payload = _read(payload_path)
+            import numpy as np
+
+            payload = np.fromfile(payload_path, np.uint8)  # straight into a new array: one pass, no copy
         except OSError as exc:
             raise ValueError(f"checkpoint payload {payload_path} is unreadable: {exc}") from None
         if len(payload) != manifest.size:

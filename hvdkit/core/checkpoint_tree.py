@@ -113,49 +113,40 @@ def numpy_payload(arrays: dict[str, Any]) -> Callable[[Path], None]:
     return lambda path: save_file(arrays, str(path))
 
 
-#: safetensors' dtype codes that NumPy has (little-endian, as safetensors stores them)
-NUMPY_DTYPES = {"BOOL": "?", "U8": "u1", "I8": "i1", "U16": "<u2", "I16": "<i2", "F16": "<f2", "U32": "<u4",
-                "I32": "<i4", "F32": "<f4", "U64": "<u8", "I64": "<i8", "F64": "<f8", "C64": "<c8"}
-_WIDTH = {"BF16": 2, "U16": 2, "I16": 2, "F16": 2, "U32": 4, "I32": 4, "F32": 4, "U64": 8, "I64": 8, "F64": 8,
-          "C64": 8}
+#: safetensors' dtype codes and the type names NumPy and torch share (torch has all, NumPy not BF16 and F8)
+DTYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "U16": "uint16", "I16": "int16", "F16": "float16",
+          "BF16": "bfloat16", "U32": "uint32", "I32": "int32", "F32": "float32", "U64": "uint64", "I64": "int64",
+          "F64": "float64", "C64": "complex64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 
 
 def tensor_bytes(data: Any) -> dict[str, tuple[str, list[int], Any]]:
-    """The tensors of a safetensors file's bytes (``bytes`` or a NumPy uint8 array) as ``(dtype code, shape,
-    uint8 array)``, each array a view of ``data`` (of one copy if ``data`` is read-only): nothing else is copied,
-    and every view is writable. Raises ValueError if ``data`` is no safetensors file."""
+    """A safetensors file's tensors as ``(type name, shape, uint8 array)``, each array a writable view of
+    ``data`` (a NumPy uint8 array; ``bytes``, read-only, is copied once): no tensor is copied."""
     import numpy as np
 
-    buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
-    if not buf.flags.writeable:
-        buf = buf.copy()
+    buf = np.frombuffer(data, np.uint8)
+    buf = buf if buf.flags.writeable else buf.copy()
     # Parsed here: safetensors reads a header only from a file path (safe_open) or while copying every
     # tensor out of `bytes` (deserialize); neither gives views of a buffer already verified.
     try:
-        n = int.from_bytes(buf[:8].tobytes(), "little")
-        if len(buf) < 8 or n > len(buf) - 8:
-            raise ValueError(f"its header claims {n} bytes of {len(buf)}")
-        start, tensors = 8 + n, {}
-        for name, t in json.loads(buf[8:start].tobytes()).items():
-            if name == "__metadata__":
-                continue
+        start = 8 + int.from_bytes(buf[:8].tobytes(), "little")
+        if start > len(buf):
+            raise ValueError(f"its header would end at byte {start} of {len(buf)}")
+        header = json.loads(buf[8:start].tobytes())
+        header.pop("__metadata__", None)
+        tensors = {}
+        for name, t in header.items():
             begin, end = t["data_offsets"]
             if not 0 <= begin <= end <= len(buf) - start:
                 raise ValueError(f"tensor {name!r} lies at bytes {begin}-{end} of {len(buf) - start}")
-            raw = buf[start + begin:start + end]
-            if raw.ctypes.data % _WIDTH.get(t["dtype"], 1):  # only files written elsewhere: realign
-                raw = raw.copy()
-            tensors[name] = (t["dtype"], list(t["shape"]), raw)
+            tensors[name] = (DTYPES[t["dtype"]], list(t["shape"]), buf[start + begin:start + end])
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"not a safetensors file: {exc}") from None
+        raise ValueError(f"not a safetensors file hvdkit reads: {exc!r}") from None
     return tensors
 
 
 def load_numpy(data: Any) -> dict[str, Any]:
     """The arrays of a safetensors file's bytes (each a writable view: :func:`tensor_bytes`)."""
-    arrays = {}
-    for name, (code, shape, raw) in tensor_bytes(data).items():
-        if code not in NUMPY_DTYPES:
-            raise ValueError(f"tensor {name!r} is of dtype {code}, which NumPy lacks")
-        arrays[name] = raw.view(NUMPY_DTYPES[code]).reshape(shape)
-    return arrays
+    import numpy as np
+
+    return {k: raw.view(np.dtype(name)).reshape(shape) for k, (name, shape, raw) in tensor_bytes(data).items()}

@@ -9,7 +9,7 @@ from typing import Any
 import horovod.torch as hvd
 import torch
 
-from hvdkit.core.checkpoint_tree import NUMPY_DTYPES, UnsupportedValueError, join, split, tensor_bytes
+from hvdkit.core.checkpoint_tree import UnsupportedValueError, join, split, tensor_bytes
 from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.types import Snapshot
 from hvdkit.torch.precision import Precision
@@ -35,23 +35,11 @@ def dump_tensors(obj: Any) -> tuple[Any, Any]:
     return tree, lambda path: save_file(tensors, str(path))
 
 
-#: safetensors' dtype codes that torch has and NumPy lacks
-_TORCH_ONLY = {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
-
-
 def load_tensors(tree: Any, data: Any) -> Any:
     """What :func:`dump_tensors` wrote: only tensors and plain data are built, never code from the file.
     The tensors are writable views of ``data`` (:func:`~hvdkit.core.checkpoint_tree.tensor_bytes`)."""
-    tensors = {}
-    for name, (code, shape, raw) in tensor_bytes(data).items():
-        if code in NUMPY_DTYPES:
-            tensor = torch.from_numpy(raw.view(NUMPY_DTYPES[code]))
-        elif code in _TORCH_ONLY:
-            tensor = torch.from_numpy(raw).view(getattr(torch, _TORCH_ONLY[code]))
-        else:
-            raise ValueError(f"tensor {name!r} is of dtype {code}, which hvdkit does not load")
-        tensors[name] = tensor.reshape(shape)
-    return join(tree, tensors)
+    return join(tree, {k: torch.from_numpy(raw).view(getattr(torch, name)).reshape(shape)
+                       for k, (name, shape, raw) in tensor_bytes(data).items()})
 
 
 def _describe(entry: Any) -> str:
