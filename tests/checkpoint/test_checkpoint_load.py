@@ -56,6 +56,8 @@ def test_loaded_tensors_are_writable_and_independent_of_the_file(tmp_path):
         warnings.simplefilter("error")  # torch warns when it wraps memory it may not write
         loaded = load_tensors(found.state, found.data)
         from_bytes = load_tensors(found.state, (tmp_path / manifest.payload).read_bytes())
+    # torch warns once per process: the arrays' own flags tell, whichever test ran first
+    assert all(raw.flags.writeable for *_, raw in tensor_bytes((tmp_path / manifest.payload).read_bytes()).values())
     path = tmp_path / manifest.payload
     with open(path, "r+b") as f:  # the file changes in place after the load (a copy over it, a bad disk)
         f.write(b"\xff" * path.stat().st_size)
