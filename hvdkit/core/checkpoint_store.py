@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import mmap
 import os
 import re
 import shutil
@@ -88,8 +89,6 @@ def _manifest(data: Any) -> Manifest:
 def _read(path: Path) -> Any:
     """The file's bytes, read straight into a new writable NumPy array: one pass over fresh memory, in plain
     pages (NumPy's own arrays ask for huge pages, whose first touch is slower and erratic on VMs)."""
-    import mmap
-
     import numpy as np
 
     with open(path, "rb", buffering=0) as f:
