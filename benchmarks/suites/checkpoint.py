@@ -1,7 +1,7 @@
 """Checkpoint save and load: hvdkit's format 4 (safetensors + JSON, atomic, checksummed) against
 ``torch.save``/``torch.load``, and the training stall of an asynchronous save against a blocking one.
 
-    python benchmarks/suites/checkpoint.py --out DIR [--quick] [--rounds N] [--stall-rounds N]
+    python benchmarks/suites/checkpoint.py --out DIR [--quick] [--rounds N] [--stall-rounds N (0: none)]
 
 One process, one model: a ``Linear`` of ``--megabytes`` (256; 32 with ``--quick``) trained by SGD with
 momentum, so a checkpoint holds the weights and as much optimizer state, plus RNG and counters.
@@ -9,11 +9,12 @@ momentum, so a checkpoint holds the weights and as much optimizer state, plus RN
 - *Save and load* (``save``/``load``): each round saves and loads once each way, the two alternating
   (torch first in even rounds, hvdkit first in odd ones). hvdkit's save is what ``Checkpoint`` does on
   its writer thread: split the snapshot into JSON and tensors, write the safetensors file and the
-  manifest to temporary files, fsync, rename; its load reads, verifies the checksum and rebuilds the
-  snapshot (``CheckpointStore.latest`` + ``TorchOps.loads``). ``torch.save`` writes one file (no fsync,
-  no rename) and ``torch.load(weights_only=True)`` reads it. Between the timed steps the page cache is
-  written back (``os.sync``, untimed) so that neither pays for the other's dirty pages. Per round the
-  ratio torch's time / hvdkit's time (above 1: hvdkit faster); median and interquartile range.
+  manifest to temporary files, fsync, rename; its load reads the file into memory, verifies the
+  checksum and rebuilds the snapshot (``CheckpointStore.latest`` + ``TorchOps.loads``). ``torch.save``
+  writes one file (no fsync, no rename) and ``torch.load(weights_only=True)`` reads it. Between the
+  timed steps the page cache is written back (``os.sync``, untimed) so that neither pays for the other's
+  dirty pages. Per round the ratio torch's time / hvdkit's time (above 1: hvdkit faster); median and
+  interquartile range.
 - *Stall* (``stall``): training steps (batch 16, one intra-op thread) with no save, with a blocking
   ``torch.save`` + fsync, and with ``Checkpoint(async_save=True)``'s path (staged snapshot, background
   write) every 4 steps; the modes alternate window by window so that a drifting machine slows them alike.
@@ -195,22 +196,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, type=Path, help="folder for results.json")
     p.add_argument("--quick", action="store_true", help="32 MB, 3 rounds, 1 stall round of 16 steps")
     p.add_argument("--rounds", type=int, default=None, help="save/load rounds (default 9; --quick 3)")
-    p.add_argument("--stall-rounds", type=int, default=None, help="stall rounds (default 5; --quick 1)")
+    p.add_argument("--stall-rounds", type=int, default=None, help="stall rounds (default 5; --quick 1; 0: no stall)")
     p.add_argument("--megabytes", type=int, default=None, help="the model's size (default 256; --quick 32)")
     p.add_argument("--dir", default=None, help="where the checkpoints are written (default: the temp folder)")
     argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
     for name in ("rounds", "stall_rounds", "megabytes"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            p.error(f"--{name.replace('_', '-')} must be an integer >= 1, got {value}")
+        value, least = getattr(args, name), 0 if name == "stall_rounds" else 1
+        if value is not None and value < least:
+            p.error(f"--{name.replace('_', '-')} must be an integer >= {least}, got {value}")
     mb = args.megabytes or (32 if args.quick else 256)
     rounds = args.rounds or (3 if args.quick else 9)
-    stall_rounds = args.stall_rounds or (1 if args.quick else 5)
+    stall_rounds = (1 if args.quick else 5) if args.stall_rounds is None else args.stall_rounds
     steps = 16 if args.quick else 48
     args.out.mkdir(parents=True, exist_ok=True)
     sl = save_load(mb, rounds, args.dir)
-    st = stall(mb, stall_rounds, steps, 4, args.dir)
+    st = stall(mb, stall_rounds, steps, 4, args.dir) if stall_rounds else None
     results = {"suite": "checkpoint", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                "command": " ".join(["python", "benchmarks/suites/checkpoint.py", *argv]), "model_mb": mb,
                "save_load": sl, "stall": st,
@@ -219,8 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     s, lo = sl["torch_over_hvdkit"]["save"], sl["torch_over_hvdkit"]["load"]
     print(f"checkpoint of {sl['checkpoint_mb']:.0f} MB: torch.save/hvdkit save {s['median']:.3f} "
           f"(IQR {s['iqr'][0]:.3f}-{s['iqr'][1]:.3f}), torch.load/hvdkit load {lo['median']:.3f} "
-          f"(IQR {lo['iqr'][0]:.3f}-{lo['iqr'][1]:.3f}); async/blocking stall "
-          f"{st['async_over_blocking']['median']:.3f}")
+          f"(IQR {lo['iqr'][0]:.3f}-{lo['iqr'][1]:.3f})"
+          + (f"; async/blocking stall {st['async_over_blocking']['median']:.3f}" if st else ""))
     return 0
 
 

@@ -8,6 +8,7 @@ and safetensors' arrays, so loading a checkpoint never runs code from the folder
 from __future__ import annotations
 
 import base64
+import json
 import math
 from collections import OrderedDict
 from collections.abc import Callable
@@ -112,8 +113,36 @@ def numpy_payload(arrays: dict[str, Any]) -> Callable[[Path], None]:
     return lambda path: save_file(arrays, str(path))
 
 
-def load_numpy(data: bytes) -> dict[str, Any]:
-    """The arrays of a safetensors file's bytes (each a writable copy of its bytes)."""
-    from safetensors.numpy import load
+#: safetensors' dtype codes and the type names NumPy and torch share (torch has all, NumPy not BF16 and F8)
+DTYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "U16": "uint16", "I16": "int16", "F16": "float16",
+          "BF16": "bfloat16", "U32": "uint32", "I32": "int32", "F32": "float32", "U64": "uint64", "I64": "int64",
+          "F64": "float64", "C64": "complex64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 
-    return load(data)
+
+def tensor_bytes(data: Any) -> dict[str, tuple[str, list[int], Any]]:
+    """A safetensors file's tensors as ``(type name, shape, uint8 array)``, each array a writable view of
+    ``data`` (a NumPy uint8 array; ``bytes``, read-only, is copied once): no tensor is copied."""
+    import numpy as np
+
+    buf = np.frombuffer(data, np.uint8)
+    buf = buf if buf.flags.writeable else buf.copy()
+    try:  # parsed here: safetensors reads a header only from a path (safe_open) or copying every tensor out
+        start = 8 + int.from_bytes(buf[:8].tobytes(), "little")
+        header = json.loads(buf[8:start].tobytes())  # a length past the end: cut JSON, or no tensor fits
+        header.pop("__metadata__", None)
+        tensors = {}
+        for name, t in header.items():
+            begin, end = t["data_offsets"]
+            if not 0 <= begin <= end <= len(buf) - start:
+                raise ValueError(f"tensor {name!r} lies at bytes {begin}-{end} of {len(buf) - start}")
+            tensors[name] = (DTYPES[t["dtype"]], list(t["shape"]), buf[start + begin:start + end])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a safetensors file hvdkit reads: {exc!r}") from None
+    return tensors
+
+
+def load_numpy(data: Any) -> dict[str, Any]:
+    """The arrays of a safetensors file's bytes (each a writable view: :func:`tensor_bytes`)."""
+    import numpy as np
+
+    return {k: raw.view(np.dtype(name)).reshape(shape) for k, (name, shape, raw) in tensor_bytes(data).items()}

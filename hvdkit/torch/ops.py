@@ -9,7 +9,7 @@ from typing import Any
 import horovod.torch as hvd
 import torch
 
-from hvdkit.core.checkpoint_tree import UnsupportedValueError, join, split
+from hvdkit.core.checkpoint_tree import UnsupportedValueError, join, split, tensor_bytes
 from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.types import Snapshot
 from hvdkit.torch.precision import Precision
@@ -35,11 +35,11 @@ def dump_tensors(obj: Any) -> tuple[Any, Any]:
     return tree, lambda path: save_file(tensors, str(path))
 
 
-def load_tensors(tree: Any, data: bytes) -> Any:
-    """What :func:`dump_tensors` wrote: only tensors and plain data are built, never code from the file."""
-    from safetensors.torch import load
-
-    return join(tree, load(data))  # each tensor owns a writable copy of its bytes
+def load_tensors(tree: Any, data: Any) -> Any:
+    """What :func:`dump_tensors` wrote: only tensors and plain data are built, never code from the file.
+    The tensors are writable views of ``data`` (:func:`~hvdkit.core.checkpoint_tree.tensor_bytes`)."""
+    return join(tree, {k: torch.from_numpy(raw).view(getattr(torch, name)).reshape(shape)
+                       for k, (name, shape, raw) in tensor_bytes(data).items()})
 
 
 def _describe(entry: Any) -> str:
@@ -229,6 +229,6 @@ class TorchOps:
         self.staging.wait()  # a capture_staged snapshot is complete
         return dump_tensors(obj)
 
-    def loads(self, tree: Any, data: bytes) -> Any:
+    def loads(self, tree: Any, data: Any) -> Any:
         """Rebuild what :meth:`dump` gave from the JSON tree and the safetensors file's bytes."""
         return load_tensors(tree, data)
