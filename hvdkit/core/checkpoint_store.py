@@ -92,11 +92,12 @@ def _read(path: Path) -> Any:
     import numpy as np
 
     with open(path, "rb", buffering=0) as f:
-        data = np.frombuffer(mmap.mmap(-1, max(os.fstat(f.fileno()).st_size, 1)), np.uint8)
-        view, got = memoryview(data), 0
-        while got < len(data) and (n := f.readinto(view[got:])):  # one read(2) gives at most 2 GiB
+        buf = mmap.mmap(-1, max(os.fstat(f.fileno()).st_size, 1))
+        view, got = memoryview(buf), 0
+        while got < len(buf) and (n := f.readinto(view[got:])):  # one read(2) gives at most 2 GiB
             got += n
-    return data[:got]
+        view.release()
+    return np.frombuffer(buf, np.uint8)[:got]
 
 
 class CheckpointStore:
