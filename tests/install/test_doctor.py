@@ -51,7 +51,8 @@ def test_a_framework_whose_horovod_extension_is_missing_is_not_reported_as_built
     (pkg / "__init__.py").write_text("")
     (pkg / "tensorflow" / "__init__.py").write_text(
         "_MPI_LIB_AVAILABLE = True\n"
-        + "".join(f"def {n}_built():\n    return {n in ('mpi', 'nccl')}\n" for n in ("mpi", "gloo", "nccl", "ddl", "ccl")))
+        + "".join(f"def {n}_built():\n    return {n in ('mpi', 'nccl')}\n"
+                  for n in ("mpi", "gloo", "nccl", "ddl", "ccl")))
     (pkg / "torch" / "__init__.py").write_text(
         "print('Extension horovod.torch has not been built')\n_MPI_LIB_AVAILABLE = False\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
