@@ -47,7 +47,10 @@ def _horovod_build(report: Report) -> None:
         "lib = None\n"
         "for fw, mod in [('tensorflow', 'horovod.tensorflow'), ('torch', 'horovod.torch')]:\n"
         "    try:\n"
-        "        m = importlib.import_module(mod); r['frameworks'][fw] = True; lib = lib or m\n"
+        "        m = importlib.import_module(mod)\n"
+        # Horovod's module imports without its extension (it prints a warning and offers no ops).
+        "        if getattr(m, '_MPI_LIB_AVAILABLE', True) is False: raise ImportError(mod + ': extension not built')\n"
+        "        r['frameworks'][fw] = True; lib = lib or m\n"
         "    except Exception as e:\n"
         "        r['frameworks'][fw] = False; r['errors'][fw] = str(e)[:300]\n"
         "if lib is not None:\n"

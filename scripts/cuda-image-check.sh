@@ -74,6 +74,8 @@ else:
     checks["TensorFlow is 2.21.0 (the and-cuda wheel), no torch"] = (
         facts.get("tensorflow") == "2.21.0" and not facts.get("torch"))
     checks["Horovod's TensorFlow library loads"] = build.get("frameworks", {}).get("tensorflow") is True
+    checks["doctor does not report a torch extension in this TensorFlow-only build"] = (
+        build.get("frameworks", {}).get("torch") is False)
     checks["horovod.tensorflow: hvd.init(); hvd.nccl_built() is true"] = nccl_flag not in ("", "0", "False")
 for what, ok in checks.items():
     print(f"[{variant}-image] {'ok  ' if ok else 'FAIL'} {what}")

@@ -44,3 +44,28 @@ def test_doctor_without_horovod_exits_nonzero_and_says_how_to_install(tmp_path):
     assert proc.returncode == 1
     assert "Horovod is not installed" in proc.stdout
     assert "hvdkit build-horovod" in proc.stdout
+
+
+def test_a_framework_whose_horovod_extension_is_missing_is_not_reported_as_built(tmp_path, monkeypatch):
+    # Horovod's framework modules import without their extension (they print a warning and set
+    # _MPI_LIB_AVAILABLE = False): a TensorFlow-only build must not show torch as built.
+    from hvdkit import doctor
+
+    pkg = tmp_path / "horovod"
+    (pkg / "tensorflow").mkdir(parents=True)
+    (pkg / "torch").mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tensorflow" / "__init__.py").write_text(
+        "_MPI_LIB_AVAILABLE = True\n"
+        + "".join(f"def {n}_built():\n    return {n in ('mpi', 'nccl')}\n"
+                  for n in ("mpi", "gloo", "nccl", "ddl", "ccl")))
+    (pkg / "torch" / "__init__.py").write_text(
+        "print('Extension horovod.torch has not been built')\n_MPI_LIB_AVAILABLE = False\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    report = doctor.Report()
+    report.facts.update(torch="2.13.0", tensorflow="2.21.0")
+    doctor._horovod_build(report)
+    build = report.facts["horovod_build"]
+    assert build["frameworks"] == {"tensorflow": True, "torch": False}
+    assert build["tensor_operations"]["nccl"] is True
+    assert any("without torch support" in p[0] for p in report.problems), report.problems
