@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks too slow for CI's 35-minute budget, in one place. Run them all (no argument) or by name:
-#   scripts/slow-checks.sh [tests] [docker] [pythons] [upstream-tf] [cuda-image] [cuda-tf-image] [network]
+#   scripts/slow-checks.sh [tests] [docker] [pythons] [torch-next] [upstream-tf] [cuda-image] [cuda-tf-image] [network]
 #   tests        the test-suite tests marked slow_check, which CI deselects and names at the end of its log
 #                (python -m pytest --slow-checks -m slow_check), but those of the next two sections.
 #   docker       the CPU image built from nothing (docker/build.sh: its own Horovod build) and every test on
@@ -8,6 +8,8 @@
 #                (dockerd).
 #   pythons      Horovod build + 2-process job on Python 3.12 and 3.13 (CI runs 3.11 only)
 #                (tests/install/test_python_versions.py).
+#   torch-next   Horovod built against a newer torch than CI's (HVDKIT_TEST_TORCH, default 2.14.1) and a
+#                2-process allreduce + hvdkit.torch training job with it (tests/install/test_torch_versions.py).
 #   upstream-tf  upstream Horovod v0.28.1's test_tensorflow.py through hvdkit.tensorflow at np=2, with
 #                nothing deselected (CI runs it with two Keras 3 artifacts deselected):
 #                scripts/upstream-tf-suite.sh.
@@ -25,7 +27,7 @@
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 sections=("$@")
-((${#sections[@]})) || sections=(tests docker pythons upstream-tf cuda-image cuda-tf-image network)
+((${#sections[@]})) || sections=(tests docker pythons torch-next upstream-tf cuda-image cuda-tf-image network)
 bash "$repo/scripts/bootstrap.sh" || exit 1
 HVDKIT_HOME=${HVDKIT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdkit}
 # shellcheck disable=SC1091
@@ -37,15 +39,17 @@ for s in "${sections[@]}"; do
   echo "=== slow check: $s"
   case "$s" in
     tests) python -m pytest -q -p no:cacheprovider --slow-checks -m slow_check \
-             --ignore tests/install/test_python_versions.py --ignore tests/docker ;;
+             --ignore tests/install/test_python_versions.py --ignore tests/install/test_torch_versions.py \
+             --ignore tests/docker ;;
     docker) python -m pytest -q -p no:cacheprovider --slow-checks tests/docker ;;
     pythons) HVDKIT_TEST_PYTHONS="3.12 3.13" CI=true python -m pytest -q -p no:cacheprovider --slow-checks \
                tests/install/test_python_versions.py ;;
+    torch-next) python -m pytest -q -p no:cacheprovider --slow-checks tests/install/test_torch_versions.py ;;
     upstream-tf) bash "$repo/scripts/upstream-tf-suite.sh" ;;
     cuda-image) bash "$repo/scripts/cuda-image-check.sh" cuda ;;
     cuda-tf-image) bash "$repo/scripts/cuda-image-check.sh" cuda-tf ;;
     network) python "$repo/benchmarks/run" network --out "${HVDKIT_NETWORK_OUT:-/tmp/hvdkit-network}" ;;
-    *) echo "unknown section: $s (known: tests docker pythons upstream-tf cuda-image cuda-tf-image network)"; false ;;
+    *) echo "unknown section: $s (known: tests docker pythons torch-next upstream-tf cuda-image cuda-tf-image network)"; false ;;
   esac
   rc=$?
   echo "=== $s: $([ $rc -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"

@@ -150,9 +150,6 @@ def cached_wheel(inputs: BuildInputs, root: Path | None = None) -> Path | None:
     return wheels[0] if wheels else None
 
 
-TORCH_NEEDS_CXX20 = (2, 14)  # ATen.h: "#error C++20 or later compatible compiler is required"
-
-
 def preflight(inputs: BuildInputs) -> None:
     """Fail early, with the fix, on what would make the build fail late."""
     problems: list[str] = []
@@ -169,12 +166,6 @@ def preflight(inputs: BuildInputs) -> None:
     if "HOROVOD_WITH_PYTORCH" not in inputs.flags and "HOROVOD_WITH_TENSORFLOW" not in inputs.flags:
         problems.append("neither PyTorch nor TensorFlow is installed: pip install torch==2.13.0 (and/or "
                         "tensorflow-cpu==2.21.0), then build again")
-    torch = (inputs.torch or "").split("==")[-1]
-    if (tuple(int(x) for x in re.findall(r"\d+", torch)[:2]) >= TORCH_NEEDS_CXX20
-            and inputs.flags.get("HOROVOD_WITHOUT_PYTORCH") != "1"):
-        problems.append(f"torch {torch}'s headers need C++20, and Horovod 0.28.1's torch extension builds as "
-                        "C++17 (patch 0003): pip install torch==2.13.0 (hvdkit is tested with 2.11 to 2.13), or "
-                        "build without it: HOROVOD_WITHOUT_PYTORCH=1")
     if inputs.variant == "cuda" and inputs.cuda is None:
         problems.append("HOROVOD_GPU_OPERATIONS is set but nvcc was not found: install the CUDA toolkit or unset it")
     if problems:

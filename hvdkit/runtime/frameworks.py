@@ -9,14 +9,14 @@ import warnings
 
 # (oldest, newest) major.minor that CI, the slow checks or a GPU run have trained with (docs/install.md).
 TESTED: dict[str, tuple[str, str]] = {
-    "torch": ("2.11", "2.13"),
+    "torch": ("2.11", "2.14"),
     "tensorflow": ("2.21", "2.21"),
     "keras": ("3.15", "3.15"),
 }
 
 
 def tested_range(name: str) -> str:
-    """``"2.11 to 2.13"`` (or ``"2.21"``) for ``name`` in :data:`TESTED`."""
+    """``"2.11 to 2.14"`` (or ``"2.21"``) for ``name`` in :data:`TESTED`."""
     low, high = TESTED[name]
     return low if low == high else f"{low} to {high}"
 
