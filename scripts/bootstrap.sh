@@ -70,6 +70,8 @@ source "$venv/bin/activate"
 # nowhere else, so a same-named package on another index can never replace them. The rest comes
 # from pip's own index (PyPI unless the user configured a mirror).
 # --only-binary=horovod: nothing may ever pull in (and build) the unpatched sdist.
+# --no-compile: byte-compiling every installed module doubled the install time (docs/benchmarks.md, "Setup");
+# Python compiles what is imported, on first import, into this writable venv.
 torch_index=${HVDKIT_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
 if [ ! -f "$venv/.hvdkit-lock-installed" ]; then
   say "installing pinned packages from requirements/cpu.lock (first run only)"
@@ -78,10 +80,10 @@ if [ ! -f "$venv/.hvdkit-lock-installed" ]; then
   grep -E '^[A-Za-z0-9]' "$lock" | grep -v '+cpu' > "$parts/index.txt" || true
   grep -E '^[A-Za-z0-9].*\+cpu' "$lock" > "$parts/torch-index.txt" || true
   quiet_pip install -q --upgrade pip >/dev/null
-  quiet_pip install -q --no-deps --only-binary=horovod -r "$parts/index.txt"
+  quiet_pip install -q --no-compile --no-deps --only-binary=horovod -r "$parts/index.txt"
   if [ -s "$parts/torch-index.txt" ]; then
     say "installing $(tr '\n' ' ' < "$parts/torch-index.txt")from $torch_index"
-    quiet_pip install -q --no-deps --index-url "$torch_index" -r "$parts/torch-index.txt"
+    quiet_pip install -q --no-compile --no-deps --index-url "$torch_index" -r "$parts/torch-index.txt"
   fi
   python -m pip check >/dev/null || { python -m pip check >&2; say "the installed packages do not fit together"; exit 1; }
   touch "$venv/.hvdkit-lock-installed"
