@@ -10,12 +10,13 @@ os.environ.setdefault("PYTHONHASHSEED", "0")
 
 
 @pytest.fixture(scope="session")
-def keras_workers():
-    """The 2-rank Keras workers of tests/keras/test_keras_eval_events.py, test_agreed_stop.py,
-    test_nonfinite_keras.py and tests/core/test_sync_batchnorm.py in one launch: each launch costs a TensorFlow
-    import on every rank. vocabulary_events.py runs first: its assertions depend on what was imported first
-    (deprecation warnings raised at import)."""
-    from helpers import horovodrun_several
+def keras_workers(tmp_path_factory):
+    """``keras_workers(label)``: the 2-rank Keras workers of tests/keras/test_keras_eval_events.py,
+    test_agreed_stop.py, test_nonfinite_keras.py and tests/core/test_sync_batchnorm.py, in one launch
+    (helpers.SharedJob): each launch costs a TensorFlow import on every rank. vocabulary_events.py runs first:
+    its assertions depend on what was imported first (deprecation warnings raised at import)."""
+    from helpers import SharedJob
 
-    return horovodrun_several(("vocabulary_events.py", "keras"), ("keras_stop.py",), ("numerics_keras.py",),
-                              ("sync_batchnorm_keras.py",))
+    return SharedJob(tmp_path_factory.mktemp("keras-workers"), {
+        "vocabulary": ("vocabulary_events.py", "keras"), "stop": ("keras_stop.py",),
+        "numerics": ("numerics_keras.py",), "sync_batchnorm": ("sync_batchnorm_keras.py",)})

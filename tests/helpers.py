@@ -60,13 +60,26 @@ def tagged_json(stdout: str, tag: str) -> list[dict]:
     return rows
 
 
-def horovodrun_several(*runs: tuple[str, ...], timeout: float = 280) -> subprocess.CompletedProcess:
-    """One 2-rank launch of tests/workers/several.py running each ``(script, *args)`` of ``runs`` in turn (one
-    framework import per rank for several tests). Not checked: ``.failed`` holds the scripts that raised or
-    exited non-zero on some rank, for each test to check its own; any other non-zero exit fails here."""
-    args = [a for i, run in enumerate(runs) for a in ((["--"] if i else []) + list(run))]
-    proc = horovodrun("several.py", *args, timeout=timeout, check=False)
-    said = re.findall(r"several\.py: (.+) failed", proc.stderr)
-    proc.failed = {name for line in said for name in line.split(", ")}
-    assert proc.failed or proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
+class SharedJob:
+    """One 2-rank launch of tests/workers/in_one_job.py running each labelled ``(script, *args)`` of ``runs`` in
+    turn (each launch costs a framework import per rank, so several tests share one). ``{out}`` in an argument
+    becomes ``folder``. ``job(label)`` is that script's run as a ``CompletedProcess`` whose stdout and stderr are
+    both ranks' (rank 0's first); it raises, naming the script and the one that failed, when the script did not
+    return on both ranks (the job stops at the first script that raises: its peer may wait in a collective)."""
+
+    def __init__(self, folder: Path, runs: dict[str, tuple[str, ...]], timeout: float = 280) -> None:
+        self.folder, self.runs = folder, runs
+        args: list[str] = []
+        for k, spec in enumerate(runs.values()):
+            args += (["---"] if k else []) + [a.replace("{out}", str(folder)) for a in spec]
+        self.proc = horovodrun("in_one_job.py", str(folder), *args, timeout=timeout, check=False)
+
+    def __call__(self, label: str) -> subprocess.CompletedProcess:
+        stem = f"{list(self.runs).index(label)}-{Path(self.runs[label][0]).name}"
+        if sorted(p.name for p in self.folder.glob(f"{stem}.rank*.done")) != [f"{stem}.rank{r}.done" for r in (0, 1)]:
+            errors = "\n".join(f"{p.name}:\n{p.read_text()}" for p in sorted(self.folder.glob("*.error")))
+            raise AssertionError(f"{label} ({stem}) did not finish on both ranks of the shared job (exit status "
+                                 f"{self.proc.returncode})\n{errors}\n--- stdout\n{self.proc.stdout[-4000:]}\n"
+                                 f"--- stderr\n{self.proc.stderr[-4000:]}")
+        read = lambda suffix: "".join((self.folder / f"{stem}.rank{r}.{suffix}").read_text() for r in (0, 1))  # noqa: E731
+        return subprocess.CompletedProcess(self.runs[label], 0, read("out"), read("err"))

@@ -7,9 +7,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))  # fakes.D
 
 
 @pytest.fixture(scope="session")
-def torch_workers():
-    """The 2-rank torch workers of test_sync_batchnorm.py and test_precision.py in one launch (one torch
-    import per rank for both)."""
-    from helpers import horovodrun_several
+def torch_workers(tmp_path_factory):
+    """``torch_workers(label)``: the 2-rank torch workers of test_sync_batchnorm.py and test_precision.py in one
+    launch (helpers.SharedJob: one torch import per rank for both)."""
+    from helpers import SharedJob
 
-    return horovodrun_several(("sync_batchnorm_torch.py",), ("precision_torch.py",))
+    return SharedJob(tmp_path_factory.mktemp("torch-workers"),
+                     {"sync_batchnorm": ("sync_batchnorm_torch.py",), "precision": ("precision_torch.py",)})

@@ -4,7 +4,7 @@ import json
 import re
 
 import pytest
-from helpers import REPO, horovodrun, horovodrun_several, requires_horovod
+from helpers import REPO, SharedJob, horovodrun, requires_horovod
 
 pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(300)]
 
@@ -12,19 +12,16 @@ pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(300)]
 @pytest.fixture(scope="module")
 def torch_examples(tmp_path_factory):
     """The digits example and the synthetic benchmark, one after the other in one launch
-    (tests/workers/several.py: one torch import per rank for both)."""
-    tmp = tmp_path_factory.mktemp("torch_examples")
-    proc = horovodrun_several(
-        (str(REPO / "examples/pytorch_mnist.py"), "--metrics-file", str(tmp / "metrics.csv"), "--checkpoint-dir",
-         str(tmp / "ckpt")),
-        (str(REPO / "examples/pytorch_synthetic_benchmark.py"), "--steps", "5", "--warmup-steps", "1", "--hidden",
-         "64", "--json", str(tmp / "r.json")))
-    return proc, tmp
+    (helpers.SharedJob: one torch import per rank for both)."""
+    return SharedJob(tmp_path_factory.mktemp("torch_examples"), {
+        "digits": (str(REPO / "examples/pytorch_mnist.py"), "--metrics-file", "{out}/metrics.csv",
+                   "--checkpoint-dir", "{out}/ckpt"),
+        "benchmark": (str(REPO / "examples/pytorch_synthetic_benchmark.py"), "--steps", "5", "--warmup-steps", "1",
+                      "--hidden", "64", "--json", "{out}/r.json")})
 
 
 def test_digits_example_reaches_95_percent_and_logs_every_epoch(torch_examples):
-    proc, tmp = torch_examples
-    assert "pytorch_mnist.py" not in proc.failed, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc, tmp = torch_examples("digits"), torch_examples.folder
     acc = float(re.search(r"final validation accuracy: ([0-9.]+)", proc.stdout).group(1))
     assert acc >= 0.95, proc.stdout
     assert len(re.findall(r"epoch +\d+/12 ", proc.stdout)) == 12
@@ -33,8 +30,7 @@ def test_digits_example_reaches_95_percent_and_logs_every_epoch(torch_examples):
 
 
 def test_synthetic_benchmark_reports_throughput(torch_examples):
-    proc, tmp = torch_examples
-    assert "pytorch_synthetic_benchmark.py" not in proc.failed, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc, tmp = torch_examples("benchmark"), torch_examples.folder
     res = json.loads((tmp / "r.json").read_text())
     assert res["size"] == 2 and res["total"] > 0 and res["total"] == pytest.approx(2 * res["per_rank"])
     assert "samples/s total" in proc.stdout
@@ -42,33 +38,32 @@ def test_synthetic_benchmark_reports_throughput(torch_examples):
 
 @pytest.fixture(scope="module")
 def tf_examples(tmp_path_factory):
-    """The Keras example for 12 epochs; then one launch (tests/workers/several.py: one TensorFlow import per
-    rank) runs the TensorFlow custom-loop example and, after it, the Keras example again on the same
-    checkpoints. The custom loop runs first: its printed lines come first and it starts from a fresh process."""
-    ckpt = str(tmp_path_factory.mktemp("keras_example") / "ckpt")
-    first = horovodrun(REPO / "examples/keras_mnist.py", "--checkpoint-dir", ckpt, "--epochs", "12", timeout=400)
-    second = horovodrun_several((str(REPO / "examples/tensorflow_custom_loop.py"), "--epochs", "6"),
-                                (str(REPO / "examples/keras_mnist.py"), "--checkpoint-dir", ckpt, "--epochs", "14"),
-                                timeout=400)
+    """The Keras example for 12 epochs; then one launch (helpers.SharedJob: one TensorFlow import per rank)
+    runs the TensorFlow custom-loop example and, after it, the Keras example again on the same checkpoints.
+    The custom loop runs first, so that it starts from a fresh process."""
+    folder = tmp_path_factory.mktemp("keras_example")
+    first = horovodrun(REPO / "examples/keras_mnist.py", "--checkpoint-dir", str(folder / "ckpt"), "--epochs", "12",
+                       timeout=400)
+    second = SharedJob(folder, {"custom_loop": (str(REPO / "examples/tensorflow_custom_loop.py"), "--epochs", "6"),
+                                "keras_again": (str(REPO / "examples/keras_mnist.py"), "--checkpoint-dir",
+                                                "{out}/ckpt", "--epochs", "14")}, timeout=400)
     return first, second
 
 
 @pytest.mark.timeout(600)
 def test_keras_example_reaches_95_percent_and_resumes(tf_examples):
-    proc, again = tf_examples
+    proc, again = tf_examples[0], tf_examples[1]("keras_again")
     acc = float(re.search(r"final validation accuracy: ([0-9.]+)", proc.stdout).group(1))
     assert acc >= 0.95, proc.stdout
     assert len(re.findall(r"epoch +\d+/12 ", proc.stdout)) == 12
     # run again: everything was done, training resumes at epoch 12 and runs 2 more epochs when asked
-    assert "keras_mnist.py" not in again.failed, again.stdout[-3000:] + again.stderr[-3000:]
     assert re.findall(r"epoch +(\d+)/14 ", again.stdout) == ["13", "14"], again.stdout
 
 
 @pytest.mark.timeout(600)
 def test_tensorflow_custom_loop_example_trains(tf_examples):
-    _, proc = tf_examples
-    assert "tensorflow_custom_loop.py" not in proc.failed, proc.stdout[-3000:] + proc.stderr[-3000:]
-    acc = float(re.search(r"final validation accuracy: ([0-9.]+)", proc.stdout).group(1))  # the first: its own
+    proc = tf_examples[1]("custom_loop")
+    acc = float(re.search(r"final validation accuracy: ([0-9.]+)", proc.stdout).group(1))
     assert acc >= 0.9, proc.stdout
 
 

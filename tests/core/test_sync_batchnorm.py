@@ -1,4 +1,4 @@
-"""SyncBatchNorm (#14 item 2) with real Horovod processes: 2 workers with batch b each give the statistics,
+"""SyncBatchNorm with real Horovod processes: 2 workers with batch b each give the statistics,
 outputs and gradients of one process with batch 2b (torch and Keras 3); converted models train in step."""
 
 import pytest
@@ -8,9 +8,9 @@ pytestmark = [requires_horovod, pytest.mark.horovod]
 TOL = 5e-6  # float32 sums of 400 values; measured errors are below 1e-6
 
 
-def _rows(proc, script: str, tag: str) -> list[dict]:
-    """``script``'s rows in a shared launch (tests/conftest.py, tests/core/conftest.py)."""
-    assert script not in proc.failed, proc.stdout[-3000:] + proc.stderr[-3000:]
+def _rows(job, tag: str) -> list[dict]:
+    """The sync_batchnorm script's rows in a shared launch (tests/conftest.py, tests/core/conftest.py)."""
+    proc = job("sync_batchnorm")
     rows = tagged_json(proc.stdout, tag)
     assert len(rows) == 2, proc.stdout[-3000:]
     return sorted(rows, key=lambda r: r["rank"])
@@ -18,7 +18,7 @@ def _rows(proc, script: str, tag: str) -> list[dict]:
 
 @pytest.mark.timeout(300)
 def test_torch_sync_batchnorm_equals_one_process_with_the_whole_batch(torch_workers):
-    rows = _rows(torch_workers, "sync_batchnorm_torch.py", "SYNCBN")
+    rows = _rows(torch_workers, "SYNCBN")
     worst = max(v for r in rows for v in r["errors"].values())
     print(f"torch SyncBatchNorm: max abs error {worst:.2e} over {sorted(rows[0]['errors'])}; "
           f"unsynchronised batch norm is off by {min(r['local_gap'] for r in rows):.3f}")
@@ -31,7 +31,7 @@ def test_torch_sync_batchnorm_equals_one_process_with_the_whole_batch(torch_work
 
 @pytest.mark.timeout(300)
 def test_keras_sync_batchnormalization_equals_one_process_with_the_whole_batch(keras_workers):
-    rows = _rows(keras_workers, "sync_batchnorm_keras.py", "KERAS_SYNCBN")
+    rows = _rows(keras_workers, "KERAS_SYNCBN")
     worst = max(v for r in rows for mode in r["errors"].values() for v in mode.values())
     print(f"Keras SyncBatchNormalization: max abs error {worst:.2e} (eager and tf.function); "
           f"unsynchronised batch norm is off by {min(r['local_gap'] for r in rows):.3f}")

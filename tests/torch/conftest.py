@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
-from helpers import horovodrun
+from helpers import SharedJob
 
 # 4 epochs with warm-up over 2 (test_torch_training.py): the LR test's run and the resume test's reference
 WARMUP = ("--batch", "8", "--momentum", "0.9", "--warmup-epochs", "2", "--lr", "0.2")
@@ -32,27 +30,9 @@ JOB_TIMEOUT = 420
 
 @pytest.fixture(scope="session")
 def torch_job(tmp_path_factory):
-    """``torch_job(label)``: that script's run in the shared job, as a ``CompletedProcess`` whose stdout and
-    stderr are both ranks' (rank 0's first); raises, naming the script, when it did not return on both ranks.
-    ``torch_job.folder`` is the job's folder ({out})."""
+    """``torch_job(label)``: that script's run in the shared job (helpers.SharedJob); ``torch_job.folder`` is
+    the job's folder ({out})."""
     out = tmp_path_factory.mktemp("torch-job")
     for label in ("uninterrupted", "two_ranks"):  # torch_train.py writes into an existing --results folder
         (out / label).mkdir()
-    args: list[str] = []
-    for k, spec in enumerate(IN_ONE_JOB.values()):
-        args += (["---"] if k else []) + [a.replace("{out}", str(out)) for a in spec]
-    proc = horovodrun("in_one_job.py", str(out), *args, timeout=JOB_TIMEOUT, check=False)
-
-    def run(label: str) -> subprocess.CompletedProcess:
-        k = list(IN_ONE_JOB).index(label)
-        stem = f"{k}-{IN_ONE_JOB[label][0]}"
-        if sorted(p.name for p in out.glob(f"{stem}.rank*.done")) != [f"{stem}.rank0.done", f"{stem}.rank1.done"]:
-            errors = "\n".join(p.read_text() for p in sorted(out.glob(f"{stem}.rank*.error")))
-            raise AssertionError(f"{label} ({stem}) did not finish on both ranks of the shared job (exit status "
-                                 f"{proc.returncode})\n{errors}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n"
-                                 f"{proc.stderr[-4000:]}")
-        read = lambda suffix: "".join((out / f"{stem}.rank{r}.{suffix}").read_text() for r in (0, 1))  # noqa: E731
-        return subprocess.CompletedProcess(IN_ONE_JOB[label], 0, read("out"), read("err"))
-
-    run.folder = out
-    return run
+    return SharedJob(out, IN_ONE_JOB, timeout=JOB_TIMEOUT)
