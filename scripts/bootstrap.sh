@@ -70,8 +70,8 @@ source "$venv/bin/activate"
 # nowhere else, so a same-named package on another index can never replace them. The rest comes
 # from pip's own index (PyPI unless the user configured a mirror).
 # --only-binary=horovod: nothing may ever pull in (and build) the unpatched sdist.
-# --no-compile: byte-compiling every installed module doubled the install time (docs/benchmarks.md, "Setup");
-# Python compiles what is imported, on first import, into this writable venv.
+# --no-compile, then compileall on both cores: pip byte-compiles in one process (docs/benchmarks.md, "Setup").
+# The .pyc files must exist: with PYTHONDONTWRITEBYTECODE set, Python would recompile on every import.
 torch_index=${HVDKIT_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
 if [ ! -f "$venv/.hvdkit-lock-installed" ]; then
   say "installing pinned packages from requirements/cpu.lock (first run only)"
@@ -85,6 +85,9 @@ if [ ! -f "$venv/.hvdkit-lock-installed" ]; then
     say "installing $(tr '\n' ' ' < "$parts/torch-index.txt")from $torch_index"
     quiet_pip install -q --no-compile --no-deps --index-url "$torch_index" -r "$parts/torch-index.txt"
   fi
+  # compileall also reports the deliberately broken .py files some packages ship as test data: not errors here
+  python -m compileall -q -j0 "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+    >/dev/null 2>&1 || true
   python -m pip check >/dev/null || { python -m pip check >&2; say "the installed packages do not fit together"; exit 1; }
   touch "$venv/.hvdkit-lock-installed"
 fi
