@@ -106,7 +106,7 @@ pin = lambda name: next((f"{name}=={m.group(2)}" for m in re.finditer(r"^([A-Za-
                          if m.group(1).lower().replace("_", "-") == name), None)
 want = {"python": "cpython-3.11", "torch": pin("torch"), "tensorflow": pin("tensorflow-cpu"),
         "patches": {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-                    for p in sorted((repo / "hvdkit/buildtools/patches").glob("*.patch"))}}
+                    for p in sorted((repo / "hvdkit/tools/build/patches").glob("*.patch"))}}
 for inputs in sorted((cache / "horovod").glob("*/inputs.json")) if variant == "cpu" else []:
     got = json.loads(inputs.read_text())
     if all(got.get(k) == v for k, v in want.items()):

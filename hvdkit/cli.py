@@ -33,10 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # Their options and the training command go on verbatim, to the module's own parser (hvdkit plan --help).
     for name, module, about in [
-        ("elastic-local", "hvdkit.elastic_local", "elastic horovodrun on one machine (two local 'hosts', no hangs)"),
-        ("slurm-gloo", "hvdkit.runtime.slurm_gloo",
+        ("elastic-local", "hvdkit.tools.elastic_local",
+         "elastic horovodrun on one machine (two local 'hosts', no hangs)"),
+        ("slurm-gloo", "hvdkit.tools.slurm_gloo",
          "Gloo-only Horovod job over a Slurm allocation (rendezvous + srun)"),
-        ("plan", "hvdkit.plan", "predicted communication per step of ring, tree and parameter-server reductions on a "
+        ("plan", "hvdkit.tools.plan",
+         "predicted communication per step of ring, tree and parameter-server reductions on a "
                                 "cluster you describe, and what to choose"),
     ]:
         sub.add_parser(name, help=about, add_help=False).add_argument("rest", nargs=argparse.REMAINDER)
@@ -44,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
             return importlib.import_module(module).main(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "doctor":
-        from hvdkit.doctor import main as doctor_main
+        from hvdkit.tools.doctor import main as doctor_main
 
         if args.allreduce:
-            from hvdkit.allreduce_check import main as allreduce_main
+            from hvdkit.tools.allreduce_check import main as allreduce_main
 
             return allreduce_main(as_json=args.json)
         return doctor_main(as_json=args.json)
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         import json
         from dataclasses import asdict
 
-        from hvdkit.buildtools.horovod_wheel import BuildError, cache_root, collect_inputs, ensure_installed
+        from hvdkit.tools.build.horovod_wheel import BuildError, cache_root, collect_inputs, ensure_installed
 
         if args.print_key:
             inputs = collect_inputs()
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "checkpoint":
         from pathlib import Path
 
-        from hvdkit.checkpoint_convert import convert
+        from hvdkit.tools.checkpoint_convert import convert
 
         return convert(Path(args.src), None if args.dst is None else Path(args.dst), trust_pickle=args.trust_pickle)
     return 2  # pragma: no cover - argparse enforces the choices

@@ -4,7 +4,7 @@
 # python3.12, python3.13 on PATH, then pyenv's installed versions. A candidate counts only if
 # it runs: pyenv shims exist on PATH for versions that are not selected and fail when run.
 # HVDKIT_PYTHON_VERSION=3.X narrows the search to that one supported version.
-# Keep SUPPORTED equal to hvdkit/buildtools/pythons.py (tests/install/test_pythons.py checks it).
+# Keep SUPPORTED equal to hvdkit/tools/build/pythons.py (tests/install/test_pythons.py checks it).
 set -uo pipefail
 SUPPORTED="3.11 3.12 3.13"
 if [ -n "${HVDKIT_PYTHON_VERSION:-}" ]; then

@@ -18,7 +18,7 @@ from typing import Any
 
 from benchmarks.jobs import Log, Result
 from benchmarks.stats import median, quartiles, target
-from hvdkit import plan
+from hvdkit.tools import plan
 
 M = "benchmarks.workers.netcoll"
 RESNET50, BERT_BASE = 25_000_000, 110_000_000
@@ -223,7 +223,7 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def calibration(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """What hvdkit/plan.py's constants would be from this run's calibration rows (``plan.CALIBRATED_ON``): per
+    """What hvdkit/tools/plan.py's constants would be from this run's calibration rows (``plan.CALIBRATED_ON``): per
     algorithm, the median of plan's model (``plan.model_seconds``) / measured; fp16's cast time per parameter
     beyond ring's efficiency."""
     cal = [r for r in rows if r["held_out"] is False]

@@ -5,7 +5,7 @@ import pytest
 from helpers import requires_horovod
 
 from benchmarks.suites import network
-from hvdkit import plan
+from hvdkit.tools import plan
 
 MB100 = 25_000_000
 

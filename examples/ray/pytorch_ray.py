@@ -1,4 +1,4 @@
-"""Train with hvdkit on a Ray cluster: ``hvdkit.ray.HorovodTrainer`` runs one Horovod rank per Ray worker.
+"""Train with hvdkit on a Ray cluster: ``hvdkit.integrations.ray.HorovodTrainer`` runs one Horovod rank per Ray worker.
 
     pip install 'hvdkit[ray]'
     ray start --head --num-cpus 2                               # or an existing cluster
@@ -28,7 +28,7 @@ def train(config: dict[str, Any]) -> None:
 
     import hvdkit.torch as hk
     from hvdkit.callbacks import Checkpoint, MetricAverage
-    from hvdkit.ray import RayCheckpoint
+    from hvdkit.integrations.ray import RayCheckpoint
 
     hk.init()
     seed = config.get("seed", 0)
@@ -62,7 +62,7 @@ def main() -> None:
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
 
-    from hvdkit.ray import HorovodTrainer
+    from hvdkit.integrations.ray import HorovodTrainer
 
     ray.init(address=args.address)
     config = {"checkpoint_dir": os.path.join(args.storage, args.name, "hvdkit-checkpoints"), "epochs": args.epochs}

@@ -4,7 +4,7 @@
     python examples/spark/pytorch_spark.py --checkpoint-dir /shared/ckpt
     python examples/spark/pytorch_spark.py --checkpoint-dir /shared/ckpt --controller mpi --epochs 4
 
-The driver starts a local Spark session (``--master`` for a cluster's), and ``hvdkit.spark.run`` (which is
+The driver starts a local Spark session (``--master`` for a cluster's), and ``hvdkit.integrations.spark.run`` (which is
 ``horovod.spark.run`` with its inputs checked first) runs :func:`train` in ``--num-proc`` Spark tasks. Each
 rank returns its averaged metrics and a digest of its weights; the driver checks that every rank ended with
 the same weights and prints rank 0's metrics as JSON. ``--checkpoint-dir`` must be a path every executor can
@@ -74,11 +74,11 @@ def main() -> None:
 
     from pyspark.sql import SparkSession
 
-    import hvdkit.spark
+    import hvdkit.integrations.spark
 
     spark = SparkSession.builder.master(args.master).appName("hvdkit-spark-example").getOrCreate()
     try:
-        results = hvdkit.spark.run(train, args=(args.checkpoint_dir, args.epochs), num_proc=args.num_proc,
+        results = hvdkit.integrations.spark.run(train, args=(args.checkpoint_dir, args.epochs), num_proc=args.num_proc,
                                    use_gloo=args.controller == "gloo", use_mpi=args.controller == "mpi")
     finally:
         spark.stop()

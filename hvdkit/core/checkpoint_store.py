@@ -7,7 +7,7 @@ earlier checkpoint intact and an unfinished one invisible.
 
 Order and retention follow the manifests' ``sequence`` (the order of writes), not the names: after a
 resume from an older checkpoint the newest is the one written last. Older formats are refused with
-the command that converts them (:mod:`hvdkit.checkpoint_convert`), never skipped as damaged.
+the command that converts them (:mod:`hvdkit.tools.checkpoint_convert`), never skipped as damaged.
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@
 
 A Horovod 0.28.1 script runs after ``import horovod.tensorflow.keras as hvd`` becomes
 ``import hvdkit.keras as hvd`` (or ``hvdkit.tensorflow.keras``): Horovod's names (``__horovod_all__``,
-from :mod:`hvdkit.keras.horovod_api`) sit beside hvdkit's own (``__all__``).
+from :mod:`hvdkit.compat.horovod.keras`) sit beside hvdkit's own (``__all__``).
 """
 
 import os
 
-from hvdkit._imports import require
+from hvdkit.core.imports import require
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 require("tensorflow", extra="tensorflow")
@@ -28,9 +28,9 @@ if not keras.__version__.startswith("3.") or keras.backend.backend() != "tensorf
     raise ImportError(f"hvdkit.keras needs Keras 3 on the TensorFlow backend, got keras {keras.__version__} "
                       f"with backend {keras.backend.backend()!r}; set KERAS_BACKEND=tensorflow")
 
+from hvdkit.compat.horovod import export as _export  # noqa: E402
+from hvdkit.compat.horovod import keras as _horovod_api  # noqa: E402
 from hvdkit.core.history import History  # noqa: E402
-from hvdkit.horovod_names import export as _export  # noqa: E402
-from hvdkit.keras import horovod_api as _horovod_api  # noqa: E402
 from hvdkit.keras.elastic_fit import fit_elastic  # noqa: E402
 from hvdkit.keras.optimizer import DistributedOptimizer, is_distributed  # noqa: E402
 from hvdkit.keras.sync_batchnorm import SyncBatchNormalization  # noqa: E402

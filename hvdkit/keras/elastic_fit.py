@@ -26,10 +26,11 @@ from horovod.common.elastic import ObjectState
 from hvdkit.core.elastic.loop import ElasticLoop
 from hvdkit.core.elastic.state import LoopCommit
 from hvdkit.core.history import History
+from hvdkit.core.rows import map_leaves, num_rows
 from hvdkit.keras.engine_bridge import EngineBridge, KerasLogs, engine_for, scalar_logs, val_logs
 from hvdkit.keras.ops import KerasOps
 from hvdkit.keras.optimizer import is_distributed
-from hvdkit.tensorflow.elastic import run
+from hvdkit.tensorflow.elastic_run import run
 from hvdkit.tensorflow.variables import broadcast_variables, to_tf_variables
 
 
@@ -103,22 +104,8 @@ class _StepHooks(keras.callbacks.Callback):
         self.epoch_logs = scalar_logs(logs)
 
 
-def _take(data: Any, idx: Sequence[int]) -> Any:
-    if isinstance(data, dict):
-        return {k: _take(v, idx) for k, v in data.items()}
-    if isinstance(data, list | tuple):
-        return type(data)(_take(v, idx) for v in data)
-    return np.asarray(data)[np.asarray(idx)]
-
-
-def _num_samples(data: Any) -> int:
-    if isinstance(data, dict):
-        data = next(iter(data.values()))
-    elif isinstance(data, list | tuple):
-        data = data[0]
-    if not hasattr(data, "__len__"):
-        raise TypeError(f"x and y must be arrays (or lists/dicts of arrays) with a length, got {type(data).__name__}")
-    return len(data)
+def _rows_at(data: Any, idx: Sequence[int]) -> Any:
+    return map_leaves(data, lambda a: np.asarray(a)[np.asarray(idx)])
 
 
 class KerasElasticAdapter:
@@ -143,9 +130,9 @@ class KerasElasticAdapter:
         """One ``model.fit`` over this worker's ``indices``; returns its epoch logs."""
         hooks = _StepHooks(loop)
         epoch = loop.engine.state.epoch
-        self.model.fit(_take(self.x, indices), _take(self.y, indices), batch_size=loop.batch_size, epochs=epoch + 1,
-                       initial_epoch=epoch, shuffle=False, callbacks=[*self.callbacks, hooks], verbose=self.verbose,
-                       validation_data=self.validation_data)
+        self.model.fit(_rows_at(self.x, indices), _rows_at(self.y, indices), batch_size=loop.batch_size,
+                       epochs=epoch + 1, initial_epoch=epoch, shuffle=False, callbacks=[*self.callbacks, hooks],
+                       verbose=self.verbose, validation_data=self.validation_data)
         return hooks.epoch_logs
 
 
@@ -173,9 +160,9 @@ def fit_elastic(model: keras.Model, x: Any, y: Any = None, *, epochs: int, batch
     if not model.built:
         raise ValueError("model must be built before fit_elastic: call model.build(input_shape) (every worker "
                          "needs the same variables before the first sync)")
-    n = _num_samples(x)
-    if _num_samples(y) != n:
-        raise ValueError(f"x and y must hold the same number of samples, got {n} and {_num_samples(y)}")
+    n = num_rows(x, "x")
+    if num_rows(y, "y") != n:
+        raise ValueError(f"x and y must hold the same number of samples, got {n} and {num_rows(y, 'y')}")
     callbacks = list(callbacks)
     engine = engine_for(model)
     loop = ElasticLoop(engine, n, epochs=epochs, batch_size=batch_size, commit_every=commit_every, shuffle=shuffle,

@@ -1,20 +1,8 @@
-"""hvdkit on a Ray cluster (Ray Train V2): Horovod's Gloo controller over Ray's workers.
+"""Deprecated name of :mod:`hvdkit.integrations.ray` (goes away in hvdkit 0.3)."""
 
-:class:`HorovodTrainer` (``train_loop_per_worker`` calls ``hk.init()`` as under ``horovodrun``) replaces Ray's
-removed ``HorovodTrainer``; :class:`RayCheckpoint` reports hvdkit's checkpoints to Ray and resumes from them
-after a restart; :class:`RayExecutor` is ``horovod.ray.RayExecutor``'s API on the same backend. Guide:
-docs/ray.md; example: examples/ray/pytorch_ray.py. Needs ``pip install 'hvdkit[ray]'``.
-"""
-
-from __future__ import annotations
-
-try:
-    import ray.train  # noqa: F401
-except ImportError as exc:
-    raise ImportError(f"hvdkit.ray needs Ray Train ({exc}); install it with: pip install 'hvdkit[ray]'") from exc
-
-from hvdkit.ray.backend import HorovodConfig, HorovodTrainer
-from hvdkit.ray.executor import RayExecutor
-from hvdkit.ray.report import RayCheckpoint
+from hvdkit.core.deprecation import warn_renamed
+from hvdkit.integrations.ray import *  # noqa: F403
+from hvdkit.integrations.ray import HorovodConfig, HorovodTrainer, RayCheckpoint, RayExecutor
 
 __all__ = ["HorovodConfig", "HorovodTrainer", "RayCheckpoint", "RayExecutor"]
+warn_renamed("hvdkit.ray", "hvdkit.integrations.ray", stacklevel=2)

@@ -10,16 +10,16 @@
 
 A Horovod 0.28.1 script runs after ``import horovod.tensorflow as hvd`` becomes
 ``import hvdkit.tensorflow as hvd``: Horovod's names (``__horovod_all__``, from
-:mod:`hvdkit.tensorflow.horovod_api`) sit beside hvdkit's own (``__all__``).
+:mod:`hvdkit.compat.horovod.tensorflow`) sit beside hvdkit's own (``__all__``).
 """
 
-from hvdkit._imports import require
+from hvdkit.core.imports import require
 
 require("tensorflow", extra="tensorflow")
 require("horovod.tensorflow", extra="tensorflow", horovod=True)
 
-from hvdkit.horovod_names import export as _export  # noqa: E402
-from hvdkit.tensorflow import horovod_api as _horovod_api  # noqa: E402
+from hvdkit.compat.horovod import export as _export  # noqa: E402
+from hvdkit.compat.horovod import tensorflow as _horovod_api  # noqa: E402
 from hvdkit.tensorflow.data import shard  # noqa: E402
 from hvdkit.tensorflow.gradients import DistributedGradientTape, allreduce_gradients  # noqa: E402
 from hvdkit.tensorflow.runtime import (  # noqa: E402

@@ -7,7 +7,6 @@ rank gets the same number of rows, so every rank runs the same number of steps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import horovod.tensorflow as hvd
@@ -15,38 +14,13 @@ import numpy as np
 import tensorflow as tf
 
 from hvdkit.core.deprecation import reject_unknown, renamed_kwarg
+from hvdkit.core.rows import leaves, map_leaves, num_rows
 from hvdkit.core.sharding import check_rank, shard_indices
 from hvdkit.core.validation import check_bool
 
 
 def _is_array(x: object) -> bool:
     return hasattr(x, "shape") and hasattr(x, "__getitem__") and hasattr(x, "__len__")
-
-
-def _rows(data: Any) -> int:
-    if isinstance(data, Mapping):
-        return _rows(next(iter(data.values())))
-    if isinstance(data, (tuple, list)):
-        return _rows(data[0])
-    return len(data)
-
-
-def _valid(data: object) -> bool:
-    if isinstance(data, Mapping):
-        return bool(data) and all(_valid(v) for v in data.values())
-    if isinstance(data, (tuple, list)):
-        return bool(data) and all(_valid(v) for v in data)
-    return _is_array(data)
-
-
-def _take(data: Any, idx: np.ndarray, rows: int) -> Any:
-    if isinstance(data, Mapping):
-        return {k: _take(v, idx, rows) for k, v in data.items()}
-    if isinstance(data, (tuple, list)):
-        return type(data)(_take(v, idx, rows) for v in data)
-    if len(data) != rows:
-        raise ValueError(f"data's parts must hold the same number of rows, got {len(data)} and {rows}")
-    return data[idx]
 
 
 def shard(data: Any, *, rank: int | None = None, size: int | None = None, drop_last: bool = False,
@@ -72,8 +46,9 @@ def shard(data: Any, *, rank: int | None = None, size: int | None = None, drop_l
             per = rows // n if drop_last else -(-rows // n)
             data = data.repeat().take(per * n) if per * n > rows else data.take(per * n)
         return data.shard(n, r)
-    if not _valid(data):
+    parts = leaves(data)
+    if not parts or not all(_is_array(p) for p in parts):
         raise TypeError("data must be a NumPy array, a tuple/list/dict of arrays or a tf.data.Dataset, got "
                         f"{type(data).__name__} ({data!r:.60})")
-    rows = _rows(data)
-    return _take(data, np.asarray(shard_indices(rows, r, n, drop_last=drop_last)), rows)
+    idx = np.asarray(shard_indices(num_rows(data), r, n, drop_last=drop_last))
+    return map_leaves(data, lambda a: a[idx])

@@ -7,21 +7,21 @@
     history = hk.fit_elastic(trainer, train_dataset, epochs=5, batch_size=64)   # under horovodrun --min-np
 
 A Horovod 0.28.1 script runs after ``import horovod.torch as hvd`` becomes ``import hvdkit.torch as hvd``:
-Horovod's names (``__horovod_all__``, from :mod:`hvdkit.torch.horovod_api`) sit beside hvdkit's own
+Horovod's names (``__horovod_all__``, from :mod:`hvdkit.compat.horovod.torch`) sit beside hvdkit's own
 (``__all__``).
 """
 
-from hvdkit._imports import require
+from hvdkit.core.imports import require
 
 require("torch", extra="torch")
 require("horovod.torch", extra="torch", horovod=True)
 
 from typing import Any  # noqa: E402
 
+from hvdkit.compat.horovod import export as _export  # noqa: E402
+from hvdkit.compat.horovod import torch as _horovod_api  # noqa: E402
 from hvdkit.core.deprecation import warn_renamed  # noqa: E402
 from hvdkit.core.history import History  # noqa: E402
-from hvdkit.horovod_names import export as _export  # noqa: E402
-from hvdkit.torch import horovod_api as _horovod_api  # noqa: E402
 from hvdkit.torch.data import EvalShardSampler as _EvalShardSampler  # noqa: E402
 from hvdkit.torch.data import shard, shard_sampler  # noqa: E402
 from hvdkit.torch.distribute import distribute, is_distributed  # noqa: E402

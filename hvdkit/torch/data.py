@@ -16,6 +16,7 @@ from torch.utils.data import Dataset, Sampler, Subset
 from torch.utils.data.distributed import DistributedSampler
 
 from hvdkit.core.deprecation import reject_unknown, renamed_kwarg, warn_renamed
+from hvdkit.core.rows import leaves, map_leaves, num_rows
 from hvdkit.core.sharding import check_rank, shard_indices
 from hvdkit.core.validation import check_bool, check_int
 
@@ -24,14 +25,6 @@ def _rank_size(rank: int | None, size: int | None) -> tuple[int, int]:
     size = hvd.size() if size is None else size
     rank = hvd.rank() if rank is None else rank
     return check_rank(rank, size)
-
-
-def _length(data: Any) -> int:
-    if isinstance(data, Mapping):
-        data = next(iter(data.values()), None)
-    elif isinstance(data, (tuple, list)):
-        data = data[0] if data else None
-    return len(data) if isinstance(data, Sized) else 0
 
 
 def shard(data: Any, *, rank: int | None = None, size: int | None = None, drop_last: bool = False,
@@ -48,25 +41,16 @@ def shard(data: Any, *, rank: int | None = None, size: int | None = None, drop_l
     check_bool("drop_last", drop_last)
     r, n = _rank_size(rank, size)
     if isinstance(data, (torch.Tensor, np.ndarray)) or (isinstance(data, (tuple, list, Mapping)) and data):
-        rows = _length(data)
-        idx = shard_indices(rows, r, n, drop_last=drop_last)
-        return _take(data, idx, rows)
+        bad = [type(p).__name__ for p in leaves(data) if not isinstance(p, (torch.Tensor, np.ndarray))]
+        if bad:
+            raise TypeError(f"data must hold tensors or NumPy arrays, got {bad[0]}")
+        idx = shard_indices(num_rows(data), r, n, drop_last=drop_last)
+        at, at_np = torch.as_tensor(idx), np.asarray(idx)
+        return map_leaves(data, lambda a: a[at] if isinstance(a, torch.Tensor) else a[at_np])
     if isinstance(data, Dataset) and isinstance(data, Sized):
         return Subset(data, shard_indices(len(data), r, n, drop_last=drop_last))
     raise TypeError("data must be a map-style torch Dataset with a length, a tensor or NumPy array, or a "
                     f"tuple/list/dict of them, got {type(data).__name__} ({data!r:.60})")
-
-
-def _take(data: Any, idx: list[int], rows: int) -> Any:
-    if isinstance(data, Mapping):
-        return {k: _take(v, idx, rows) for k, v in data.items()}
-    if isinstance(data, (tuple, list)):
-        return type(data)(_take(v, idx, rows) for v in data)
-    if not isinstance(data, (torch.Tensor, np.ndarray)):
-        raise TypeError(f"data must hold tensors or NumPy arrays, got {type(data).__name__}")
-    if len(data) != rows:
-        raise ValueError(f"data's parts must hold the same number of rows, got {len(data)} and {rows}")
-    return data[torch.as_tensor(idx)] if isinstance(data, torch.Tensor) else data[np.asarray(idx)]
 
 
 def shard_sampler(dataset: Dataset, *, shuffle: bool = True, seed: int = 0, drop_last: bool = False,

@@ -82,14 +82,14 @@ def fit_elastic(trainer: Trainer, train_data: Dataset, *, epochs: int, batch_siz
                         f"{type(train_data).__name__}")
     validate = None
     if validation_data is not None:
-        problem = trainer._val_problem(validation_data, batch_size)
+        problem = trainer.validation_problem(validation_data, batch_size)
         if problem is not None:
             raise ValueError(problem)
 
         def validate(logs: Mapping[str, float]) -> dict[str, float]:
-            return trainer._validate(validation_data, batch_size, logs)
+            return trainer.validate(validation_data, batch_size, logs)
 
     loop = ElasticLoop(trainer.engine, len(train_data), epochs=epochs, batch_size=batch_size,
                        commit_every=commit_every, shuffle=shuffle, seed=seed)
     return loop.run(TorchElasticAdapter(trainer.model, trainer.optimizer, train_data, batch_size,
-                                        trainer._train_batches, validate))
+                                        trainer.train_batches, validate))

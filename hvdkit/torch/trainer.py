@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from hvdkit.callbacks.progress import ProgressBar
 from hvdkit.core.callback import Callback
-from hvdkit.core.deprecation import reject_unknown, renamed_kwarg, warn_renamed
+from hvdkit.core.deprecation import reject_unknown, renamed_kwarg
 from hvdkit.core.engine import Engine
 from hvdkit.core.history import History
 from hvdkit.core.numerics import NonFiniteGuard
@@ -26,7 +26,6 @@ from hvdkit.core.validation import check_bool, check_int
 from hvdkit.torch.batch_means import BatchMeans
 from hvdkit.torch.data import shard_sampler
 from hvdkit.torch.distribute import distribute, is_distributed
-from hvdkit.torch.elastic_adapter import fit_elastic
 from hvdkit.torch.ops import TorchOps
 from hvdkit.torch.precision import Precision
 from hvdkit.torch.runtime import HorovodComm
@@ -126,7 +125,7 @@ class Trainer:
         return DataLoader(data, batch_size=batch_size, sampler=shard_sampler(data, shuffle=shuffle, seed=seed,
                                                                              drop_last=drop_last))
 
-    def _val_problem(self, data: Any, batch_size: int | None) -> str | None:
+    def validation_problem(self, data: Any, batch_size: int | None) -> str | None:
         """Why ``validation_data`` cannot be evaluated (one forward pass on its first batch), or None.
 
         Run before training, so a wrong validation set fails in seconds rather than after an epoch.
@@ -183,7 +182,7 @@ class Trainer:
             state.samples_per_step = loader.batch_size * self.accumulate_steps * self.comm.size
             state.global_batch = {"world_size": self.comm.size, "batch_size": loader.batch_size,
                                   "accumulate_steps": self.accumulate_steps}
-        val_problem = None if val_data is None else self._val_problem(val_data, batch_size)
+        val_problem = None if val_data is None else self.validation_problem(val_data, batch_size)
         # Every rank checks the others have as many batches and validation data too (one allgather).
         engine.resumes_mid_epoch = True
         engine.train_begin(epochs, steps_per_epoch=steps,
@@ -200,10 +199,10 @@ class Trainer:
                 if set_epoch is not None:
                     set_epoch(epoch)
                 engine.epoch_begin(epoch)
-                logs = self._train_batches(loader, engine.batch_begin, lambda i, step_logs: engine.batch_end(step_logs),
+                logs = self.train_batches(loader, engine.batch_begin, lambda i, step_logs: engine.batch_end(step_logs),
                                            skip=done_steps if epoch == start else 0)
                 if val_data is not None:
-                    logs = self._validate(val_data, batch_size, logs)
+                    logs = self.validate(val_data, batch_size, logs)
                 engine.epoch_end(logs)
                 if state.stop_training:
                     break
@@ -221,7 +220,7 @@ class Trainer:
                         "step and are left out", k, batches % k, batches)
         return batches // k
 
-    def _train_batches(self, loader: DataLoader, begin: Callable[[int], None],
+    def train_batches(self, loader: DataLoader, begin: Callable[[int], None],
                        end: Callable[[int, Logs], None], skip: int = 0) -> dict[str, float]:
         """Train one pass over ``loader``, calling ``begin(i)``/``end(i, logs)`` around optimizer step ``i``
         (``accumulate_steps`` batches each); return the mean loss and metrics (fit's epochs and the
@@ -288,15 +287,10 @@ class Trainer:
         self.precision.backward(loss / k if k > 1 else loss)
         return loss, out
 
-    def _validate(self, data: Any, batch_size: int | None, logs: Mapping[str, float]) -> dict[str, float]:
+    def validate(self, data: Any, batch_size: int | None, logs: Mapping[str, float]) -> dict[str, float]:
         """Evaluate ``data`` between ``on_eval_begin`` and ``on_eval_end``; ``logs`` plus ``val_*``."""
         self.engine.eval_begin(logs)
         return self.engine.eval_end({f"val_{k}": v for k, v in self.evaluate(data, batch_size=batch_size).items()})
-
-    def fit_elastic(self, train_data: Any, epochs: int, *, batch_size: int, **kwargs: Any) -> History:
-        """Deprecated: :func:`hvdkit.torch.fit_elastic` ``(trainer, train_data, epochs=..., batch_size=...)``."""
-        warn_renamed("Trainer.fit_elastic(...)", "hvdkit.torch.fit_elastic(trainer, ...)")
-        return fit_elastic(self, train_data, epochs=epochs, batch_size=batch_size, **kwargs)
 
     @torch.no_grad()
     def evaluate(self, data: Any, *, batch_size: int | None = None) -> dict[str, float]:

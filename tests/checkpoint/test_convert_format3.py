@@ -102,8 +102,8 @@ def test_convert_in_place_keeps_every_bit_and_the_run_identity_torch(folder):
 
 @pytest.mark.parametrize("folder", ["keras"], indirect=True)
 def test_convert_into_another_folder_keras(folder, tmp_path):
-    from hvdkit.checkpoint_convert import read_old_keras
     from hvdkit.core.checkpoint_tree import join, load_numpy
+    from hvdkit.tools.checkpoint_convert import read_old_keras
 
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     proc = convert(folder, tmp_path / "v4")

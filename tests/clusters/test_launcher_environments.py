@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from hvdkit.runtime import gloo
 from hvdkit.runtime.environments import detect, mpijob, prepare_process, slurm
 
 
@@ -38,7 +39,7 @@ def test_plan_is_horovods_own(tasks):
 
     hosts = [f"n{i}" for i in range(len(tasks))]
     theirs = get_host_assignments(parse_hosts(",".join(f"{h}:{n}" for h, n in zip(hosts, tasks))), sum(tasks))
-    ours = slurm.host_plan(hosts, tasks)
+    ours = gloo.host_plan(hosts, tasks)
     fields = ("hostname", "rank", "local_rank", "cross_rank", "size", "local_size", "cross_size")
     assert [[getattr(s, f) for f in fields] for s in ours] == [[getattr(s, f) for f in fields] for s in theirs]
 

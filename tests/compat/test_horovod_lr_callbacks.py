@@ -1,4 +1,4 @@
-"""Horovod's LR callbacks (hvdkit.callbacks.horovod_compat) on the engine, against Horovod 0.28.1's semantics.
+"""Horovod's LR callbacks (hvdkit.compat.horovod.callbacks) on the engine, against Horovod 0.28.1's semantics.
 
 Expected LRs come from Horovod's formulas (horovod/_keras/callbacks.py, LearningRateScheduleCallbackImpl and
 LearningRateWarmupCallbackImpl): in range ``[start_epoch, end_epoch)`` a callback sets the LR to
@@ -9,7 +9,7 @@ import pytest
 from fakes import DictOps, run_epochs
 
 from hvdkit.callbacks import LearningRateSchedule
-from hvdkit.callbacks.horovod_compat import LearningRateScheduleCallback, LearningRateWarmupCallback
+from hvdkit.compat.horovod.callbacks import LearningRateScheduleCallback, LearningRateWarmupCallback
 from hvdkit.core import Callback, Engine, LocalComm
 
 

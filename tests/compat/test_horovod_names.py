@@ -100,7 +100,7 @@ def test_aliases_and_unsupported_names_explain_themselves(probe):
 
 def test_only_listed_horovod_internals_are_reachable_and_anything_else_names_both_packages(probe):
     assert probe["internals"] == [True, "horovod.tensorflow.util"]  # upstream's tests use hvd._executing_eagerly
-    assert probe["keras_elastic"] == "hvdkit.keras.elastic"
+    assert probe["keras_elastic"] == "hvdkit.compat.horovod.keras_elastic"
     assert probe["missing_errors"] == {
         "no_such_name": "module 'hvdkit.tensorflow' has no attribute 'no_such_name' (not in hvdkit.tensorflow nor "
                         "in Horovod 0.28.1's horovod.tensorflow API)",

@@ -7,9 +7,9 @@ import sys
 import pytest
 from helpers import REPO, requires_horovod
 
-from hvdkit import doctor
 from hvdkit.runtime.env_vars import ENV_VARS, check_env, env_problems
 from hvdkit.runtime.tuning import runtime_defaults
+from hvdkit.tools import doctor
 
 
 def test_bad_values_are_named_with_the_value_and_what_is_allowed():

@@ -16,7 +16,7 @@ def run(code):
 def test_core_imports_no_framework():
     out = run("""
         import sys
-        import hvdkit, hvdkit.core, hvdkit.callbacks, hvdkit.core.engine, hvdkit.doctor, hvdkit.cli
+        import hvdkit, hvdkit.core, hvdkit.callbacks, hvdkit.core.engine, hvdkit.tools.doctor, hvdkit.cli
         heavy = sorted(m for m in ("torch", "tensorflow", "keras", "horovod", "ray") if m in sys.modules)
         print("HEAVY", heavy)
     """)
@@ -49,5 +49,5 @@ def test_missing_horovod_names_the_build_command():
 
 
 def test_missing_ray_names_the_extra():
-    out = run(BLOCK.format(mod="ray", adapter="hvdkit.ray"))
+    out = run(BLOCK.format(mod="ray", adapter="hvdkit.integrations.ray"))
     assert "ERR" in out.stdout and "pip install 'hvdkit[ray]'" in out.stdout, out.stdout + out.stderr

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import REPO
 
-from hvdkit import plan
+from hvdkit.tools import plan
 
 MB100 = 25_000_000  # float32 parameters: 100 MB, 0.8 s over 1 Gbit/s
 
@@ -123,6 +123,7 @@ def test_cli_counts_a_safetensors_model_and_prints_json(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_plan_imports_no_framework():
-    code = "import sys, hvdkit.plan; bad = {'torch', 'tensorflow', 'keras'} & set(sys.modules); assert not bad, bad"
+    code = ("import sys, hvdkit.tools.plan; bad = {'torch', 'tensorflow', 'keras'} & set(sys.modules); "
+            "assert not bad, bad")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50, cwd=REPO)
     assert proc.returncode == 0, proc.stderr

@@ -1,6 +1,6 @@
 """A stop signal (SIGTERM, SIGINT, SIGUSR1) to ``horovodrun`` reaches every rank; the ranks stop at one step's
 end, write a checkpoint of it and exit; a rerun resumes at the next step, bit-exact
-(``hvdkit/buildtools/patches/0008-horovodrun-passes-signals-to-ranks.patch``, ``Checkpoint(on_signal=...)``).
+(``hvdkit/tools/build/patches/0008-horovodrun-passes-signals-to-ranks.patch``, ``Checkpoint(on_signal=...)``).
 
 Upstream ran mpirun under ``/bin/sh -c``: SIGTERM to the launcher killed the shell and the ranks trained on.
 """

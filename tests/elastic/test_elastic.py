@@ -1,5 +1,5 @@
 """Elastic training (PyTorch and Keras 3) with Horovod's elastic driver on one machine ("hosts" localhost and
-127.0.0.1, see hvdkit.elastic_local): a worker SIGKILLed mid-epoch, a host removed and added back,
+127.0.0.1, see hvdkit.tools.elastic_local): a worker SIGKILLed mid-epoch, a host removed and added back,
 and a whole-job restart from a checkpoint. Every run is bounded by a timeout."""
 
 import itertools
@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 from helpers import REPO, WORKERS, read_json, requires_horovod
 
-from hvdkit.elastic_local import command, write_discovery
+from hvdkit.tools.elastic_local import command, write_discovery
 
 pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(400)]
 N, BATCH, COMMIT = 96, 4, 5

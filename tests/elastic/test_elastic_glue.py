@@ -13,7 +13,7 @@ from hvdkit.callbacks import LearningRateWarmup
 from hvdkit.core import Callback, Engine, Event, LocalComm
 from hvdkit.core.elastic.loop import ElasticLoop
 from hvdkit.core.elastic.state import LoopCommit
-from hvdkit.elastic_local import command, write_discovery
+from hvdkit.tools.elastic_local import command, write_discovery
 
 
 class World(LocalComm):

@@ -16,7 +16,7 @@ import time
 import pytest
 from helpers import REPO, WORKERS, read_json, requires_horovod
 
-from hvdkit.elastic_local import command, write_discovery
+from hvdkit.tools.elastic_local import command, write_discovery
 
 pytestmark = [requires_horovod, pytest.mark.timeout(180)]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hvdkit.buildtools.archive import UnsafeArchive, checked_members, safe_extract
+from hvdkit.tools.build.archive import UnsafeArchive, checked_members, safe_extract
 
 
 def _tar(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:

@@ -49,7 +49,7 @@ def test_doctor_without_horovod_exits_nonzero_and_says_how_to_install(tmp_path):
 def test_a_framework_whose_horovod_extension_is_missing_is_not_reported_as_built(tmp_path, monkeypatch):
     # Horovod's framework modules import without their extension (they print a warning and set
     # _MPI_LIB_AVAILABLE = False): a TensorFlow-only build must not show torch as built.
-    from hvdkit import doctor
+    from hvdkit.tools import doctor
 
     pkg = tmp_path / "horovod"
     (pkg / "tensorflow").mkdir(parents=True)

@@ -6,9 +6,9 @@ import sys
 import pytest
 from helpers import REPO, requires_horovod
 
-from hvdkit import doctor
 from hvdkit.runtime.frameworks import TESTED, untested
 from hvdkit.runtime.frameworks import tested_range as range_of
+from hvdkit.tools import doctor
 
 
 def test_versions_inside_the_range_pass_and_outside_name_the_range():

@@ -1,5 +1,5 @@
 """A rank waiting for a collective blocks instead of spinning
-(``hvdkit/buildtools/patches/0007-torch-wait-blocks-instead-of-spinning.patch``).
+(``hvdkit/tools/build/patches/0007-torch-wait-blocks-instead-of-spinning.patch``).
 
 Horovod 0.28.1's ``WaitAndClear`` (behind ``synchronize`` and every blocking torch collective) looped on
 ``std::this_thread::yield()``: the waiting thread used a core for as long as it waited (here: about the

@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from hvdkit.buildtools import horovod_wheel as hw
+from hvdkit.tools.build import horovod_wheel as hw
 
 
 def inputs(**kw):

@@ -1,5 +1,5 @@
 """The patched Horovod survives a re-initialisation in the same process with its tuning fixed from the
-environment (``hvdkit/buildtools/patches/0006-parameter-manager-reinit-keeps-fixed-values.patch``).
+environment (``hvdkit/tools/build/patches/0006-parameter-manager-reinit-keeps-fixed-values.patch``).
 
 Every elastic reset is ``shutdown()`` then ``init()`` in the surviving processes. Horovod 0.28.1 as released
 wrote past the end of its tuner's vectors there, and with both the cycle time and the fusion threshold set

@@ -22,8 +22,8 @@ import pytest
 from helpers import REPO, WORKERS, read_json, requires_horovod
 from test_install import _isolated_env
 
-from hvdkit.buildtools.horovod_wheel import cache_root
-from hvdkit.buildtools.pythons import SUPPORTED
+from hvdkit.tools.build.horovod_wheel import cache_root
+from hvdkit.tools.build.pythons import SUPPORTED
 
 NEWEST = f"{SUPPORTED[-1][0]}.{SUPPORTED[-1][1]}"
 VERSIONS = os.environ.get("HVDKIT_TEST_PYTHONS", NEWEST).split()

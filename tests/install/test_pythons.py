@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hvdkit.buildtools.pythons import SUPPORTED, is_supported, supported_names
+from hvdkit.tools.build.pythons import SUPPORTED, is_supported, supported_names
 
 REPO = Path(__file__).resolve().parents[2]
 FIND = REPO / "scripts" / "find-python.sh"

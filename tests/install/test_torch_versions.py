@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, WORKERS, read_json, requires_horovod
 
-from hvdkit.buildtools.horovod_wheel import cache_root
 from hvdkit.runtime.frameworks import untested
+from hvdkit.tools.build.horovod_wheel import cache_root
 
 VERSION = os.environ.get("HVDKIT_TEST_TORCH", "2.14.1")
 pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.slow_check, pytest.mark.timeout(3000)]

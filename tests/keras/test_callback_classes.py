@@ -16,8 +16,8 @@ pytestmark = [requires_horovod, pytest.mark.timeout(240)]
 PROBE = """
 import ast, inspect, json, os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-import hvdkit.callbacks as core, hvdkit.callbacks.horovod_compat as core_compat
-import hvdkit.keras.callbacks as kcb, hvdkit.keras.horovod_callbacks as compat
+import hvdkit.callbacks as core, hvdkit.compat.horovod.callbacks as core_compat
+import hvdkit.keras.callbacks as kcb, hvdkit.compat.horovod.keras_callbacks as compat
 from hvdkit.keras.engine_bridge import EngineBridge
 out = {"classes": {}, "compat": {}}
 def describe(cls, core_cls):
@@ -58,6 +58,6 @@ def test_every_keras_callback_is_a_written_out_class_with_the_core_constructor(p
 def test_horovods_callbacks_live_in_the_compat_module_not_in_hvdkits_namespace(probe):
     for name, c in probe["compat"].items():
         assert c["bridge"] and c["core_class"] and c["written_init"] and c["sig_same"] and c["same_object"], name
-        assert c["module"] == "hvdkit.keras.horovod_callbacks", name
+        assert c["module"] == "hvdkit.compat.horovod.keras_callbacks", name
     # hvdkit.keras.callbacks' own namespace holds hvdkit's classes (and EngineBridge's module's), not Horovod's
     assert not any(n.endswith("Callback") for n in probe["star"]), probe["star"]

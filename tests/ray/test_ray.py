@@ -1,5 +1,5 @@
 """hvdkit on a real Ray cluster: a head node and a second node (two ``ray start`` processes, one module),
-``hvdkit.ray.HorovodTrainer`` training the Ray example with one worker on each node.
+``hvdkit.integrations.ray.HorovodTrainer`` training the Ray example with one worker on each node.
 
 - 2 workers x batch b end with the weights of 1 worker x batch 2b, and Ray's reported checkpoint is
   hvdkit's newest;
@@ -113,7 +113,7 @@ def cluster(tmp_path_factory):
 def _fit(tmp: Path, name: str, num_workers: int, max_failures: int = 0, **config):
     from pytorch_ray import train
 
-    from hvdkit.ray import HorovodTrainer
+    from hvdkit.integrations.ray import HorovodTrainer
 
     config.setdefault("checkpoint_dir", str(tmp / name / "hvdkit"))
     return HorovodTrainer(train, train_loop_config=config,
@@ -203,7 +203,7 @@ def test_killed_worker_resumes_from_last_checkpoint(cluster, tmp_path):
 def test_bad_scaling_config_is_refused_before_training(cluster, tmp_path, kwargs, message):
     from pytorch_ray import train
 
-    from hvdkit.ray import HorovodTrainer
+    from hvdkit.integrations.ray import HorovodTrainer
 
     t0 = time.perf_counter()
     with pytest.raises(ValueError, match=message.replace("{", r"\{").replace("[", r"\[")):
@@ -225,7 +225,7 @@ def _horovod_fn(scale: float) -> tuple[int, int, float]:
 
 
 def test_ray_executor_runs_a_horovod_function_on_both_nodes(cluster):
-    from hvdkit.ray import RayExecutor
+    from hvdkit.integrations.ray import RayExecutor
 
     executor = RayExecutor(RayExecutor.create_settings(timeout_s=30), num_workers=2, cpus_per_worker=2)
     executor.start()

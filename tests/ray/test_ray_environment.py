@@ -21,7 +21,7 @@ def test_a_process_pointed_at_a_ray_cluster_is_a_ray_driver():
 
 def test_plan_numbers_ranks_node_by_node_whatever_the_worker_order():
     pytest.importorskip("ray")
-    from hvdkit.ray.backend import plan
+    from hvdkit.integrations.ray.backend import plan
 
     slots = plan(["a", "b", "a", "b", "b"])
     assert [(s.hostname, s.rank, s.local_rank, s.local_size) for s in slots] == [

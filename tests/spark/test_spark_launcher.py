@@ -1,5 +1,6 @@
 """Spark without starting Spark: how a rank of ``horovod.spark.run`` is recognised, ``hvdkit doctor``'s Spark
-line, and ``hvdkit.spark.run``'s checks (inputs, the driver script's main guard) that fail before any job."""
+line, and ``hvdkit.integrations.spark.run``'s checks (inputs, the driver script's main guard) that fail before any
+job."""
 
 import os
 import subprocess
@@ -8,10 +9,10 @@ import types
 
 import pytest
 
-from hvdkit import doctor
-from hvdkit import spark as hk_spark
+from hvdkit.integrations import spark as hk_spark
 from hvdkit.runtime.environments import detect, prepare_process
 from hvdkit.runtime.environments import spark as spark_env
+from hvdkit.tools import doctor
 
 # What the training process of a rank sees (horovod/spark/task/task_service.py adds the work dir; the rest is
 # Horovod's Gloo launcher, or Open MPI under mpirun_exec_fn).
@@ -53,12 +54,13 @@ def test_spark_task_and_driver_are_this_process_only(monkeypatch):
     assert ctx.kind == "spark-task" and "stage 3, partition 1, attempt 0" in ctx.detail
     monkeypatch.setattr(spark_env, "task_context", lambda: None)
     ctx = detect()
-    assert ctx.kind == "spark-driver" and "master local[2]" in ctx.detail and "hvdkit.spark.run" in ctx.uses
+    assert ctx.kind == "spark-driver" and "master local[2]" in ctx.detail
+    assert "hvdkit.integrations.spark.run" in ctx.uses
     assert detect({}).kind == "local"  # an explicit environment describes some other process
 
 
 def test_pyspark_is_never_imported_to_look():
-    code = ("import sys; from hvdkit.runtime.environments import detect; detect(); from hvdkit import doctor; "
+    code = ("import sys; from hvdkit.runtime.environments import detect; detect(); from hvdkit.tools import doctor; "
             "doctor._spark(doctor.Report()); print('pyspark' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "False", out.stderr
@@ -100,11 +102,12 @@ if __name__ == "__main__":
     ("import horovod.spark\nhorovod.spark.run(train, num_proc=2)\n", [2]),
     ("from horovod.spark import run as go\nimport subprocess\nsubprocess.run(['ls'])\ngo(train)\n", [4]),
     ("from horovod import spark as hs\nif True:\n    hs.run_elastic(train)\n", [3]),
-    ("import hvdkit.spark\nresult = [hvdkit.spark.run(train)]\n", [2]),
+    ("import hvdkit.integrations.spark\nresult = [hvdkit.integrations.spark.run(train)]\n", [2]),
+    # the deprecated path is still a run function
     ("import hvdkit.spark\nif __name__ != '__main__':\n    pass\nelse:\n    hvdkit.spark.run(train)\n", [5]),
     ("import horovod.spark\nif __name__ == '__main__':\n    pass\nelse:\n    horovod.spark.run(train)\n", [5]),
     # the usual script: main() calls the run, through another function; a bare main() call starts it
-    ("import hvdkit.spark\ndef go():\n    hvdkit.spark.run(train)\ndef main():\n    go()\ndef other():\n"
+    ("from hvdkit.integrations import spark\ndef go():\n    spark.run(train)\ndef main():\n    go()\ndef other():\n"
      "    pass\nother()\nmain()\n", [9]),
 ])
 def test_unguarded_run_calls_finds_module_level_runs_under_any_alias(source, lines):
@@ -181,7 +184,7 @@ def test_run_checks_the_main_guard_with_mpi_only_and_passes_the_rest_to_horovod(
     pyspark = pytest.importorskip("pyspark") if os.environ.get("CI") != "true" else __import__("pyspark")
     horovod_spark = pytest.importorskip("horovod.spark")
     script = tmp_path / "driver.py"
-    script.write_text("import hvdkit.spark\nhvdkit.spark.run(print, num_proc=2)\n")
+    script.write_text("import hvdkit.integrations.spark\nhvdkit.spark.run(print, num_proc=2)\n")
     monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__file__=str(script)))
     monkeypatch.setattr(pyspark.SparkContext, "_active_spark_context",
                         types.SimpleNamespace(master="local[2]", defaultParallelism=2))

@@ -75,11 +75,11 @@ def train_then_names(checkpoint_dir, epochs):
 def trained(spark, tmp_path_factory):
     """The example's training, 2 ranks x 2 epochs under Spark (Gloo), with checkpoints in a shared folder;
     each rank then runs the Horovod-names function as well."""
-    import hvdkit.spark
+    import hvdkit.integrations.spark
 
     ckpt = tmp_path_factory.mktemp("spark-ckpt")
     t0 = time.perf_counter()
-    results = hvdkit.spark.run(train_then_names, args=(str(ckpt), 2), num_proc=2, use_gloo=True,
+    results = hvdkit.integrations.spark.run(train_then_names, args=(str(ckpt), 2), num_proc=2, use_gloo=True,
                                start_timeout=START_TIMEOUT, verbose=0)
     print(f"2-rank training under Spark took {time.perf_counter() - t0:.1f} s")
     return results, ckpt
@@ -90,7 +90,8 @@ def trained(spark, tmp_path_factory):
 def test_horovod_names_under_horovod_spark_run(spark, controller, request):
     import horovod.spark
 
-    if controller == "gloo":  # ran in the training job: hvdkit.spark.run is horovod.spark.run, inputs checked first
+    # in the training job: hvdkit.integrations.spark.run is horovod.spark.run, inputs checked first
+    if controller == "gloo":
         results = [r["names"] for r in request.getfixturevalue("trained")[0]]
     else:
         results = horovod.spark.run(allreduce_and_where, args=([1.5, 2.5],), num_proc=2,
@@ -128,11 +129,11 @@ def test_a_checkpoint_written_under_spark_resumes_under_horovodrun(trained):
 def test_a_rank_that_raises_fails_the_job_with_its_error(spark, tmp_path):
     from pytorch_spark import train
 
-    import hvdkit.spark
+    import hvdkit.integrations.spark
 
     t0 = time.perf_counter()
     with pytest.raises(RuntimeError) as failure:
-        hvdkit.spark.run(train, args=(str(tmp_path / "ckpt"),), kwargs={"fail_on_rank": 1}, num_proc=2,
+        hvdkit.integrations.spark.run(train, args=(str(tmp_path / "ckpt"),), kwargs={"fail_on_rank": 1}, num_proc=2,
                          use_gloo=True, start_timeout=START_TIMEOUT, verbose=0)
     elapsed = time.perf_counter() - t0
     said = str(failure.value)

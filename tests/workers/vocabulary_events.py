@@ -1,7 +1,7 @@
 """One vocabulary and the evaluation events, under real Horovod (2 ranks).
 
     torch  Trainer.fit(validation_data=...) and the deprecated spellings (val_data, backward_passes_per_step,
-           drop_remainder, Trainer.fit_elastic's alias is checked by name only)
+           drop_remainder, EvalShardSampler)
     keras  model.fit(validation_data=...) with hvdkit's explicit Keras callback classes and a user's core
            callback through EngineBridge, plus Horovod's hvd.callbacks names
 
@@ -76,10 +76,6 @@ with warnings.catch_warnings(record=True) as caught:
         out["old_history_keys"] = sorted(old.history)
         out["shard_old"] = hk.shard(np.arange(5), rank=1, size=2, drop_remainder=True).tolist()
         out["shard_new"] = hk.shard(np.arange(5), rank=1, size=2, drop_last=True).tolist()
-        try:  # the deprecated alias forwards to hk.fit_elastic, which needs the elastic driver
-            trainer.fit_elastic(data, 1, batch_size=8)
-        except RuntimeError as exc:
-            out["alias_error"] = str(exc).split(":")[0]
         out["rank"] = hk.rank()
         out["eval_sampler"] = [list(hk.shard_sampler(val, for_eval=True)), list(hk.EvalShardSampler(val))]
     else:

@@ -6,7 +6,7 @@ progress bar. ``__all__`` lists hvdkit's names only.
 
 Horovod's ``hvd.callbacks`` names (``BroadcastGlobalVariablesCallback``, ``MetricAverageCallback``,
 ``LearningRateWarmupCallback``, ``LearningRateScheduleCallback``, ``BestModelCheckpoint``) live in the compat
-module :mod:`hvdkit.keras.horovod_callbacks`; this package answers them too (``__horovod_all__``), so
+module :mod:`hvdkit.compat.horovod.keras_callbacks`; this package answers them too (``__horovod_all__``), so
 ``import hvdkit.keras as hvd; hvd.callbacks.X`` works as with Horovod.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 import keras
 
 from hvdkit import callbacks as core
-from hvdkit.horovod_names import serve as _serve
-from hvdkit.keras import horovod_callbacks as _horovod_callbacks
+from hvdkit.compat.horovod import keras_callbacks as _horovod_callbacks
+from hvdkit.compat.horovod import serve as _serve
 from hvdkit.keras.engine_bridge import EngineBridge, KerasLogs, engine_for
 
 

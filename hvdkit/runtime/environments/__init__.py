@@ -12,6 +12,7 @@ import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
+from hvdkit.runtime import gloo
 from hvdkit.runtime.environments import mpijob, ray, slurm, spark, trainjob
 
 _MPI_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
@@ -39,7 +40,8 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
         return LauncherContext("spark", spark.describe(env),
                                f"Horovod's {controller} controller, as horovod.spark.run set it up")
     if ray.in_train_worker(env):  # before horovodrun: the backend set Horovod's variables too
-        return LauncherContext("ray", ray.describe(env), "Horovod's Gloo controller, as hvdkit.ray's backend set it up")
+        return LauncherContext("ray", ray.describe(env),
+                               "Horovod's Gloo controller, as hvdkit.integrations.ray's backend set it up")
     if "HOROVOD_RANK" in env and "HOROVOD_HOSTNAME" in env:
         elastic = ", elastic" if env.get("HOROVOD_ELASTIC") == "1" else ""
         detail = (f"Horovod launcher (Gloo{elastic}): rank {env.get('HOROVOD_RANK')} of {env.get('HOROVOD_SIZE')} on "
@@ -85,9 +87,11 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
     driver = spark.active_driver() if environ is None else None
     if driver is not None:
         return LauncherContext("spark-driver", spark.describe_driver(driver),
-                               "one process here; hvdkit.spark.run(fn, num_proc=N) trains in N Spark tasks")
+                               "one process here; hvdkit.integrations.spark.run(fn, num_proc=N) trains in N "
+                               "Spark tasks")
     if "RAY_ADDRESS" in env:
-        return LauncherContext("ray-driver", ray.describe(env), "one process here; hvdkit.ray.HorovodTrainer(train, "
+        return LauncherContext("ray-driver", ray.describe(env),
+                               "one process here; hvdkit.integrations.ray.HorovodTrainer(train, "
                                "scaling_config=ScalingConfig(num_workers=N)).fit() trains on N Ray workers")
     return LauncherContext("local", f"no launcher: one process on this machine ({cores} core(s))",
                            "one process, or `horovodrun -np N -H localhost:N` for N on this machine")
@@ -101,11 +105,11 @@ def prepare_process(environ: MutableMapping[str, str] | None = None) -> Launcher
     if ctx.kind == "slurm-gloo" and "HOROVOD_RANK" not in env:
         slot = slurm.step_slot(env)
         expected = env.get("HVDKIT_GLOO_PLAN")
-        actual = slurm.summary(slurm.step_plan(env))
+        actual = gloo.summary(slurm.step_plan(env))
         if expected and expected != actual:
             raise RuntimeError(f"this srun step runs tasks {actual} but the Gloo rendezvous was sized for "
                                f"{expected}: start it through `hvdkit slurm-gloo` without task options")
-        env.update(slurm.gloo_env(slot))
+        env.update(gloo.gloo_env(slot))
     elif ctx.problem:
         raise RuntimeError(ctx.problem)
     if ctx.kind == "mpi" and environ is None:

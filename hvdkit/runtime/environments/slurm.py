@@ -1,8 +1,8 @@
 """Slurm: what an allocation and a job step say about this process, in Horovod's terms.
 
 A step's ``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_STEP_NODELIST`` and ``SLURM_STEP_TASKS_PER_NODE``
-become Horovod's Gloo variables; the ranks and the rendezvous (:mod:`hvdkit.runtime.slurm_gloo`) share
-one :func:`host_plan`, host by host as ``horovodrun`` and srun's block distribution order them.
+become Horovod's Gloo variables through :mod:`hvdkit.runtime.gloo`'s slot plan, which the ranks and the
+rendezvous (:mod:`hvdkit.tools.slurm_gloo`) share.
 """
 
 from __future__ import annotations
@@ -11,19 +11,8 @@ import re
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Slot:
-    """One rank's place in a job, with the fields of Horovod's ``SlotInfo``."""
-    hostname: str
-    rank: int
-    local_rank: int
-    cross_rank: int
-    size: int
-    local_size: int
-    cross_size: int
+from hvdkit.runtime.gloo import Slot, host_plan
 
 
 def expand_hostlist(hostlist: str) -> list[str]:
@@ -44,21 +33,6 @@ def expand_tasks_per_node(spec: str) -> list[int]:
         return _hostlist.parse_slurm_tasks_per_node(spec)
     except _hostlist.BadHostlist as e:
         raise ValueError(f"Slurm tasks per node {spec!r}: cannot read it ({e})") from e
-
-
-def host_plan(hosts: list[str], tasks_per_host: list[int]) -> list[Slot]:
-    """Every rank's slot: ranks host by host; cross rank = index among hosts with that local rank."""
-    if len(hosts) != len(tasks_per_host):
-        raise ValueError(f"{len(hosts)} hosts but task counts for {len(tasks_per_host)}: {hosts} / {tasks_per_host}")
-    size = sum(tasks_per_host)
-    slots = []
-    rank = 0
-    for h, (host, n) in enumerate(zip(hosts, tasks_per_host)):
-        for local_rank in range(n):
-            with_rank = [i for i, m in enumerate(tasks_per_host) if m > local_rank]
-            slots.append(Slot(host, rank, local_rank, with_rank.index(h), size, n, len(with_rank)))
-            rank += 1
-    return slots
 
 
 def summary(plan: list[Slot]) -> str:
@@ -100,21 +74,6 @@ def step_slot(env: Mapping[str, str]) -> Slot:
             f"(expected local task {slot.local_rank} on {slot.hostname}): start the step with "
             "srun --distribution=block (hvdkit slurm-gloo does)")
     return slot
-
-
-def gloo_env(slot: Slot) -> dict[str, str]:
-    """Horovod's per-rank Gloo variables for ``slot`` (the contract of horovod.runner.gloo_run)."""
-    return {
-        "HOROVOD_HOSTNAME": slot.hostname,
-        "HOROVOD_RANK": str(slot.rank),
-        "HOROVOD_SIZE": str(slot.size),
-        "HOROVOD_LOCAL_RANK": str(slot.local_rank),
-        "HOROVOD_LOCAL_SIZE": str(slot.local_size),
-        "HOROVOD_CROSS_RANK": str(slot.cross_rank),
-        "HOROVOD_CROSS_SIZE": str(slot.cross_size),
-        "HOROVOD_CONTROLLER": "gloo",
-        "HOROVOD_CPU_OPERATIONS": "gloo",
-    }
 
 
 def describe(env: Mapping[str, str]) -> str:

@@ -6,7 +6,7 @@ import sys
 
 import hvdkit.keras as _keras
 import hvdkit.keras.callbacks
-import hvdkit.keras.elastic  # noqa: F401
+import hvdkit.keras.elastic  # noqa: F401  (Horovod's name, in hvdkit.compat.horovod)
 
 sys.modules[__name__] = _keras
 for _sub in ("callbacks", "elastic"):

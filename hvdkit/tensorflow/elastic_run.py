@@ -1,12 +1,8 @@
-"""Horovod's ``horovod.tensorflow.elastic`` names, as ``hvdkit.tensorflow.elastic`` (``hvd.elastic.run``,
-``hvd.elastic.ObjectState``, ``hvd.elastic.TensorFlowState``).
-
-``ObjectState`` and ``TensorFlowState`` are Horovod's own; ``TensorFlowKerasState`` is
-:class:`hvdkit.keras.elastic.KerasState` (Horovod's fails on Keras 3). ``run`` is Horovod's retry loop with
-:func:`is_worker_failure` as its test: Horovod's counts an op error as a worker failure only when its
-message names a Horovod op type, which misses ops hvdkit names (``hvdkit.sgd.0`` inside a ``tf.function``)
-and Gloo's transport errors, and it returns ``None`` for any other ``UnknownError``; here those are
-failures and anything else is raised.
+"""TensorFlow's elastic retry loop: Horovod's ``run`` with :func:`is_worker_failure` as its test (Horovod's
+names for it are in :mod:`hvdkit.compat.horovod.tensorflow_elastic`). Horovod's counts an op error as a worker
+failure only when its message names a Horovod op type, which misses ops hvdkit names (``hvdkit.sgd.0`` inside a
+``tf.function``) and Gloo's transport errors, and it returns ``None`` for any other ``UnknownError``; here those
+are failures and anything else is raised.
 """
 
 from __future__ import annotations
@@ -16,19 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
-from horovod.tensorflow.elastic import (
-    HorovodInternalError,
-    ObjectState,
-    TensorFlowState,
-    broadcast_object,
-    broadcast_object_fn,
-    init,
-    rank,
-    run_fn,
-    shutdown,
-)
-
-from hvdkit.tensorflow.variables import broadcast_variables
+from horovod.tensorflow.elastic import HorovodInternalError, run_fn
 
 # "[[{{node sgd/hvdkit.sgd.0}}]]" or "Detected at node sgd/hvdkit.sgd.0": the node an error inside a
 # tf.function came from.
@@ -70,13 +54,4 @@ def run(func: Callable[..., Any]) -> Callable[..., Any]:
     return run_fn(wrapper, _reset)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "TensorFlowKerasState":
-        from hvdkit.keras.elastic import KerasState
-
-        return KerasState
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["HorovodInternalError", "ObjectState", "TensorFlowState", "broadcast_object", "broadcast_object_fn",
-           "broadcast_variables", "init", "is_worker_failure", "rank", "run", "run_fn", "shutdown"]
+__all__ = ["is_worker_failure", "run"]

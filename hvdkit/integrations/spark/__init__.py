@@ -1,6 +1,6 @@
 """Run an hvdkit training function on Apache Spark: ``horovod.spark.run`` with its inputs checked first.
 
-    import hvdkit.spark
+    import hvdkit.integrations.spark
 
     def train(epochs):
         import hvdkit.torch as hk      # inside the function: it runs in each rank's process
@@ -10,7 +10,7 @@
 
     if __name__ == "__main__":          # required with MPI (see check_main_guard)
         spark = SparkSession.builder.master("local[2]").getOrCreate()
-        results = hvdkit.spark.run(train, args=(3,), num_proc=2)   # one result per rank, rank order
+        results = hvdkit.integrations.spark.run(train, args=(3,), num_proc=2)   # one result per rank, rank order
 
 :func:`run` is ``horovod.spark.run`` after checks that would otherwise fail late or obscurely
 (``num_proc``, an active ``SparkContext``, the main guard with MPI). Needs ``pip install 'hvdkit[spark]'``.
@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 # The functions whose module-level call starts a Spark job through Horovod's launcher.
-RUN_FUNCTIONS = frozenset({"horovod.spark.run", "horovod.spark.run_elastic", "hvdkit.spark.run"})
+RUN_FUNCTIONS = frozenset({"horovod.spark.run", "horovod.spark.run_elastic", "hvdkit.integrations.spark.run",
+                           "hvdkit.spark.run"})
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -143,7 +144,8 @@ def run(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Mapping[str, A
     try:
         import pyspark
     except ImportError as exc:
-        raise ImportError(f"hvdkit.spark needs pyspark ({exc}); install it with: pip install 'hvdkit[spark]'") \
+        raise ImportError(f"hvdkit.integrations.spark needs pyspark ({exc}); install it with: "
+                          "pip install 'hvdkit[spark]'") \
             from exc
     sc = pyspark.SparkContext._active_spark_context
     if sc is None:

@@ -101,7 +101,7 @@ def _launch(impl: str) -> dict[str, Any]:
     """Run the 2-process job for ``impl`` under its launcher; its rank 0's rows."""
     with tempfile.TemporaryDirectory(prefix="hvdkit-allreduce-") as tmp:
         out = str(Path(tmp) / "result.json")
-        cmd = [sys.executable, "-m", "hvdkit.allreduce_check", "--worker", impl, "--out", out]
+        cmd = [sys.executable, "-m", "hvdkit.tools.allreduce_check", "--worker", impl, "--out", out]
         if impl == "horovod":
             cmd = ["horovodrun", "-np", "2", "-H", "localhost:2", *cmd]
         elif impl == "mpi4py":
@@ -111,7 +111,7 @@ def _launch(impl: str) -> dict[str, Any]:
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
-                   "-m", "hvdkit.allreduce_check", "--worker", impl, "--out", out]
+                   "-m", "hvdkit.tools.allreduce_check", "--worker", impl, "--out", out]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
         if proc.returncode != 0 or not Path(out).exists():
             raise RuntimeError(f"{' '.join(cmd[:6])} ... failed (exit status {proc.returncode}):\n"

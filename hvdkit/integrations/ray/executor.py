@@ -1,6 +1,6 @@
 """``horovod.ray.RayExecutor`` for scripts written against it: the same calls, on hvdkit's Ray backend.
 
-    from hvdkit.ray import RayExecutor          # was: from horovod.ray import RayExecutor
+    from hvdkit.integrations.ray import RayExecutor          # was: from horovod.ray import RayExecutor
     executor = RayExecutor(RayExecutor.create_settings(timeout_s=30), num_workers=2, use_gpu=False)
     executor.start()
     results = executor.run(train, kwargs={"epochs": 3})    # one value per rank, rank order
@@ -18,7 +18,7 @@ from typing import Any
 
 import ray
 
-from hvdkit.ray.backend import check_resources, rendezvous
+from hvdkit.integrations.ray.backend import check_resources, rendezvous
 
 
 class _Worker:
@@ -55,8 +55,9 @@ class RayExecutor:
                  num_workers_per_host: int = 1, cpus_per_worker: int = 1, use_gpu: bool = False,
                  gpus_per_worker: int | None = None, **unsupported: Any) -> None:
         if unsupported.get("min_workers") is not None or unsupported.get("max_workers") is not None:
-            raise ValueError("hvdkit.ray.RayExecutor runs static jobs: min_workers/max_workers (Horovod's elastic "
-                             "executor) are not supported; use hvdkit.ray.HorovodTrainer with FailureConfig instead")
+            raise ValueError("hvdkit.integrations.ray.RayExecutor runs static jobs: min_workers/max_workers "
+                             "(Horovod's elastic executor) are not supported; use "
+                             "hvdkit.integrations.ray.HorovodTrainer with FailureConfig instead")
         if (num_workers is None) == (num_hosts is None):
             raise ValueError(f"RayExecutor: give num_workers or num_hosts (with num_workers_per_host), not both or "
                              f"neither; got num_workers={num_workers!r}, num_hosts={num_hosts!r}")

@@ -18,7 +18,7 @@ from ray.train.v2.api.config import ScalingConfig
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
 from hvdkit.runtime.environments.ray import WORKER_VAR as RAY_RANK_VAR  # hvdkit doctor names the Ray context
-from hvdkit.runtime.environments.slurm import Slot, gloo_env, host_plan
+from hvdkit.runtime.gloo import Slot, gloo_env, host_plan
 
 
 def plan(node_ids: list[str]) -> list[Slot]:
@@ -104,7 +104,7 @@ class HorovodTrainer(DataParallelTrainer):
     """Ray Train's ``DataParallelTrainer`` with Horovod's Gloo controller on its workers (Train V2).
 
     ``train_loop_per_worker`` calls ``hk.init()`` as under ``horovodrun``; report with
-    :class:`hvdkit.ray.RayCheckpoint`. :meth:`fit` first checks ``scaling_config`` against the cluster.
+    :class:`hvdkit.integrations.ray.RayCheckpoint`. :meth:`fit` first checks ``scaling_config`` against the cluster.
     """
 
     def __init__(self, train_loop_per_worker: Any, *, horovod_config: HorovodConfig | None = None,

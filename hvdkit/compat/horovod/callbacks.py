@@ -1,5 +1,5 @@
 """Horovod 0.28.1's Keras callbacks (``hvd.callbacks.*``) as core callbacks on hvdkit's engine, with
-Horovod's constructors and semantics (:mod:`hvdkit.keras.horovod_callbacks` makes them Keras callbacks).
+Horovod's constructors and semantics (:mod:`hvdkit.compat.horovod.keras_callbacks` makes them Keras callbacks).
 
 Differences: ``BroadcastGlobalVariablesCallback`` broadcasts before the first step when the model is built
 (else before the second); ``device`` has no effect. The LR callbacks set one shared factor

@@ -12,7 +12,7 @@ defaults and semantics, on tf.Variables and Keras 3 variables alike:
 - ``DistributedOptimizer``: a Keras 3 optimizer goes to :func:`hvdkit.keras.optimizer.DistributedOptimizer`
   (Horovod's Keras wrapper fails on Keras 3); a ``tf.compat.v1`` optimizer to Horovod's own;
 - ``SyncBatchNormalization``: raises (it subclasses Keras 2's BatchNormalization); see its message;
-- ``elastic``: :mod:`hvdkit.tensorflow.elastic`.
+- ``elastic``: :mod:`hvdkit.compat.horovod.tensorflow_elastic`.
 
 These names are ``hvdkit.tensorflow.__horovod_all__``; hvdkit's own are ``hvdkit.tensorflow.__all__``.
 """
@@ -23,7 +23,7 @@ from typing import Any
 
 import horovod.tensorflow as _hvd
 
-from hvdkit.tensorflow import elastic as elastic
+from hvdkit.compat.horovod import tensorflow_elastic as elastic  # noqa: F401  (hvd.elastic)
 from hvdkit.tensorflow.gradients import DistributedGradientTape as DistributedGradientTape
 from hvdkit.tensorflow.gradients import PartialDistributedGradientTape as PartialDistributedGradientTape
 from hvdkit.tensorflow.runtime import init as init

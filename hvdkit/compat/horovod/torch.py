@@ -2,7 +2,7 @@
 
 Every name is Horovod's own object, re-exported unchanged (Horovod's API reference is the contract),
 except ``init`` (:func:`hvdkit.torch.runtime.init`: Horovod's signature plus ``threads=``/``timeline=``),
-``elastic`` (:mod:`hvdkit.torch.elastic`), and ``broadcast_parameters``/``broadcast_optimizer_state``
+``elastic`` (:mod:`hvdkit.compat.horovod.torch_elastic`), and ``broadcast_parameters``/``broadcast_optimizer_state``
 (:mod:`hvdkit.torch.ops`: Horovod's, after a check that every rank broadcasts the same structure).
 These names are ``hvdkit.torch.__horovod_all__``; hvdkit's own are ``hvdkit.torch.__all__``.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import horovod.torch as _hvd
 
-from hvdkit.torch import elastic as elastic
+from hvdkit.compat.horovod import torch_elastic as elastic  # noqa: F401  (hvd.elastic)
 from hvdkit.torch.ops import broadcast_optimizer_state as broadcast_optimizer_state
 from hvdkit.torch.ops import broadcast_parameters as broadcast_parameters
 from hvdkit.torch.runtime import init as init

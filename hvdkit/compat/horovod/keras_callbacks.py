@@ -1,7 +1,7 @@
 """Horovod 0.28.1's ``hvd.callbacks`` for Keras 3 (``import hvdkit.keras as hvd; hvd.callbacks.X``): the
 compat module behind those names (``hvdkit.keras.callbacks`` answers them from here).
 
-Horovod's own fail on Keras 3. These are :mod:`hvdkit.callbacks.horovod_compat`'s classes as Keras callbacks,
+Horovod's own fail on Keras 3. These are :mod:`hvdkit.compat.horovod.callbacks`'s classes as Keras callbacks,
 sharing one engine per model with hvdkit's own, so both kinds can be mixed in one ``fit``.
 """
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hvdkit.callbacks import horovod_compat as core
+from hvdkit.compat.horovod import callbacks as core
 from hvdkit.keras.engine_bridge import EngineBridge
 
 
 class BroadcastGlobalVariablesCallback(EngineBridge):
     """Horovod's ``BroadcastGlobalVariablesCallback`` on Keras 3: every rank starts from ``root_rank``'s model
-    and optimizer variables (:class:`hvdkit.callbacks.horovod_compat.BroadcastGlobalVariablesCallback`)."""
+    and optimizer variables (:class:`hvdkit.compat.horovod.callbacks.BroadcastGlobalVariablesCallback`)."""
 
     core_class = core.BroadcastGlobalVariablesCallback
 
@@ -35,7 +35,7 @@ class MetricAverageCallback(EngineBridge):
 
 class LearningRateWarmupCallback(EngineBridge):
     """Horovod's ``LearningRateWarmupCallback`` on Keras 3
-    (:class:`hvdkit.callbacks.horovod_compat.LearningRateWarmupCallback`)."""
+    (:class:`hvdkit.compat.horovod.callbacks.LearningRateWarmupCallback`)."""
 
     core_class = core.LearningRateWarmupCallback
 
@@ -47,7 +47,7 @@ class LearningRateWarmupCallback(EngineBridge):
 
 class LearningRateScheduleCallback(EngineBridge):
     """Horovod's ``LearningRateScheduleCallback`` on Keras 3
-    (:class:`hvdkit.callbacks.horovod_compat.LearningRateScheduleCallback`)."""
+    (:class:`hvdkit.compat.horovod.callbacks.LearningRateScheduleCallback`)."""
 
     core_class = core.LearningRateScheduleCallback
 

@@ -14,8 +14,8 @@ from typing import Any
 import horovod.tensorflow.keras as _hvd_keras
 import keras
 
+from hvdkit.compat.horovod import keras_elastic as elastic  # noqa: F401  (hvd.elastic)
 from hvdkit.keras import callbacks as callbacks
-from hvdkit.keras import elastic as elastic  # type: ignore[attr-defined]  # (the submodule, not fit_elastic)
 from hvdkit.keras.optimizer import DistributedOptimizer as DistributedOptimizer
 from hvdkit.keras.optimizer import is_distributed
 from hvdkit.tensorflow.runtime import init as init

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 
+from hvdkit.runtime import gloo
 from hvdkit.runtime.environments import slurm
 
 
@@ -41,7 +42,7 @@ def main(argv: list[str]) -> int:
     server = RendezvousServer(verbose=0)
     port = server.start()
     server.init(plan)
-    summary = slurm.summary(plan)
+    summary = gloo.summary(plan)
     env.update({
         "HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous_address(env),
         "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port),

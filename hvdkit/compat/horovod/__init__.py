@@ -1,12 +1,15 @@
 """Horovod's names in an hvdkit adapter package (``hvdkit.torch``, ``.tensorflow``, ``.keras``, ``.keras.callbacks``).
 
-Each package's compat module (``horovod_api``) lists Horovod 0.28.1's public API in ``__horovod_all__``
+Every Horovod-compatible name lives in this package, one module per Horovod module: ``torch``, ``tensorflow``,
+``keras``, ``keras_callbacks`` and the ``*_elastic`` ones (``callbacks`` holds the framework-free callbacks
+behind Horovod's Keras ones). Each adapter's compat module lists Horovod 0.28.1's public API in ``__horovod_all__``
 (and the internals upstream's tests reach in ``__horovod_internal__``). Nothing else falls through to
 Horovod: a typo is an AttributeError naming both packages. The compat module imports Horovod; this does not.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -29,6 +32,10 @@ def export(namespace: dict[str, Any], api: ModuleType, upstream: str) -> Callabl
     namespace.update({n: getattr(api, n) for n in [*names, *internal]})
     namespace["__horovod_all__"] = names
     package = namespace["__name__"]
+    for n in names:  # ``import hvdkit.torch.elastic`` as ``import horovod.torch.elastic``: this room's module
+        value = namespace[n]
+        if isinstance(value, ModuleType) and value.__name__.startswith(__name__ + "."):
+            sys.modules[f"{package}.{n}"] = value
 
     def __getattr__(name: str) -> object:
         raise missing(package, name, upstream)

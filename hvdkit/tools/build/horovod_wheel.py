@@ -1,7 +1,7 @@
 """Build, cache and install a patched Horovod wheel for the frameworks in this environment.
 
 Horovod 0.28.1's sdist does not build against PyTorch >= 2.1 or TensorFlow >= 2.16, so hvdkit downloads
-it (sha256 checked), applies ``hvdkit/buildtools/patches`` (each says why), builds a wheel with a local
+it (sha256 checked), applies ``hvdkit/tools/build/patches`` (each says why), builds a wheel with a local
 version label and caches it under a key of everything that changes the binary (docs/install.md).
 pip never falls back to the unpatched sdist.
 """
@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from hvdkit.buildtools.archive import safe_extract
-from hvdkit.horovod_names import HOROVOD_VERSION
+from hvdkit.tools.build.archive import safe_extract
+from hvdkit.compat.horovod import HOROVOD_VERSION
 
 SDIST_SHA256 = "92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0"
 PATCH_DIR = Path(__file__).with_name("patches")

@@ -11,9 +11,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from hvdkit.buildtools.horovod_wheel import first_line
-from hvdkit.buildtools.horovod_wheel import installed_version as _version
-from hvdkit.buildtools.pythons import is_supported, supported_names
 from hvdkit.runtime.env_vars import env_problems
 from hvdkit.runtime.environments import detect as detect_launcher
 from hvdkit.runtime.frameworks import TESTED, tested_range, untested
@@ -24,6 +21,9 @@ from hvdkit.runtime.tuning import (
     runtime_defaults,
     threads_per_rank,
 )
+from hvdkit.tools.build.horovod_wheel import first_line
+from hvdkit.tools.build.horovod_wheel import installed_version as _version
+from hvdkit.tools.build.pythons import is_supported, supported_names
 
 
 @dataclass
@@ -105,7 +105,7 @@ def collect() -> Report:
     f["tensorflow"] = _version("tensorflow-cpu") or _version("tensorflow")
     f["keras"] = _version("keras")
     f["horovod"] = _version("horovod")
-    f["ray"] = _version("ray")  # hvdkit[ray]: hvdkit.ray trains on a Ray cluster
+    f["ray"] = _version("ray")  # hvdkit[ray]: hvdkit.integrations.ray trains on a Ray cluster
     f["tested"] = {name: tested_range(name) for name in TESTED}
     for name in TESTED:
         message = untested(name, f[name])
