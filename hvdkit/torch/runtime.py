@@ -9,10 +9,7 @@ import horovod.torch as hvd
 import torch
 
 from hvdkit.core.horovod_comm import HorovodComm as _HorovodComm
-from hvdkit.runtime.env_vars import check_env
-from hvdkit.runtime.environments import prepare_process
-from hvdkit.runtime.frameworks import warn_if_untested
-from hvdkit.runtime.tuning import apply_runtime_defaults, check_comm, check_threads, resolve_threads, timeline_env
+from hvdkit.runtime.startup import start_horovod
 
 rank, size, local_rank, local_size = hvd.rank, hvd.size, hvd.local_rank, hvd.local_size
 
@@ -22,17 +19,9 @@ def init(comm: Any = None, process_sets: Any = None, *, threads: int | None = No
     """Initialise Horovod (tuned defaults first) and set intra-op threads per rank
     (:func:`hvdkit.runtime.tuning.resolve_threads`). ``timeline="path.json"`` records Horovod's
     timeline there. ``comm`` and ``process_sets`` go to Horovod's ``init`` unchanged."""
-    check_threads(threads)
-    check_comm(comm)
-    warn_if_untested("torch", torch.__version__)
-    prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
-    timeline_env(timeline)
-    apply_runtime_defaults(cpu=not torch.cuda.is_available())
-    check_env()  # Horovod would take a bad value silently
-    hvd.init(comm=comm, process_sets=process_sets)
-    n = resolve_threads(threads, hvd.local_size())
-    if n is not None:
-        torch.set_num_threads(n)
+    start_horovod(hvd, comm=comm, process_sets=process_sets, threads=threads, timeline=timeline,
+                  versions={"torch": torch.__version__}, on_cpu=lambda: not torch.cuda.is_available(),
+                  set_threads=torch.set_num_threads)
 
 
 class HorovodComm(_HorovodComm):

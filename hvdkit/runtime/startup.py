@@ -1,0 +1,39 @@
+"""The one recipe every adapter's ``init`` follows: checks, launcher context, tuned defaults, Horovod's
+``init``, then intra-op threads per rank. Each adapter passes only what is its framework's own."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+from hvdkit.runtime.env_vars import check_env
+from hvdkit.runtime.environments import prepare_process
+from hvdkit.runtime.frameworks import warn_if_untested
+from hvdkit.runtime.tuning import apply_runtime_defaults, check_comm, check_threads, resolve_threads, timeline_env
+
+
+def start_horovod(hvd: ModuleType, *, comm: Any, process_sets: Any, threads: int | None,
+                  timeline: str | os.PathLike[str] | None, versions: Mapping[str, str | None],
+                  on_cpu: Callable[[], bool], set_threads: Callable[[int], None]) -> None:
+    """Initialise Horovod's ``hvd`` module for this process.
+
+    ``versions``: the framework versions to check against the tested range (None: not installed).
+    ``on_cpu()``: whether this process trains on the CPU, asked before the framework starts its runtime.
+    ``set_threads(n)``: set the framework's intra-op threads to the per-rank share
+    (:func:`hvdkit.runtime.tuning.resolve_threads`).
+    """
+    check_threads(threads)
+    check_comm(comm)
+    for name, version in versions.items():
+        if version is not None:
+            warn_if_untested(name, version)
+    prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
+    timeline_env(timeline)
+    apply_runtime_defaults(cpu=on_cpu())
+    check_env()  # Horovod would take a bad value silently
+    hvd.init(comm=comm, process_sets=process_sets)
+    n = resolve_threads(threads, hvd.local_size())
+    if n is not None:
+        set_threads(n)
