@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from hvdkit.core.callback import Callback
+from hvdkit.core.imports import require
 from hvdkit.core.state import TrainState
 from hvdkit.core.validation import check_int
 
@@ -44,10 +45,8 @@ class TensorBoard(Callback):
         """Open the event file (rank 0); a folder that cannot be written fails here, before any step."""
         if not state.is_root or self._writer is not None:
             return
-        try:
-            from tensorboardX import SummaryWriter
-        except ImportError as exc:  # pragma: no cover - a dependency of hvdkit
-            raise ImportError("hvdkit's TensorBoard callback needs tensorboardX: pip install tensorboardX") from exc
+        require("tensorboardX", extra="tensorboard")
+        from tensorboardX import SummaryWriter
         try:
             os.makedirs(self.log_dir, exist_ok=True)
         except OSError as exc:

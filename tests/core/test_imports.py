@@ -51,3 +51,24 @@ def test_missing_horovod_names_the_build_command():
 def test_missing_ray_names_the_extra():
     out = run(BLOCK.format(mod="ray", adapter="hvdkit.integrations.ray"))
     assert "ERR" in out.stdout and "pip install 'hvdkit[ray]'" in out.stdout, out.stdout + out.stderr
+
+
+def test_optional_dependencies_name_their_extra_when_used():
+    tb = run(textwrap.dedent(BLOCK.format(mod="tensorboardX", adapter="hvdkit.callbacks")) + textwrap.dedent("""
+        from types import SimpleNamespace
+        from hvdkit.callbacks import TensorBoard
+        try:
+            TensorBoard("tb").on_train_begin(SimpleNamespace(is_root=True))
+        except ImportError as e:
+            print("ERR", e)
+    """))
+    assert "ERR" in tb.stdout and "pip install 'hvdkit[tensorboard]'" in tb.stdout, tb.stdout + tb.stderr
+    block = textwrap.dedent(BLOCK.format(mod="hostlist", adapter="hvdkit.runtime.environments.slurm"))
+    slurm = run(block + textwrap.dedent("""
+        from hvdkit.runtime.environments.slurm import expand_hostlist
+        try:
+            expand_hostlist("node[1-2]")
+        except ImportError as e:
+            print("ERR", e)
+    """))
+    assert "ERR" in slurm.stdout and "pip install 'hvdkit[slurm]'" in slurm.stdout, slurm.stdout + slurm.stderr

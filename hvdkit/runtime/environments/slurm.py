@@ -12,12 +12,14 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 
+from hvdkit.core.imports import require
 from hvdkit.runtime.gloo import Slot, host_plan
 
 
 def expand_hostlist(hostlist: str) -> list[str]:
     """Slurm's compressed host list (``node[1-2,05],gpu-a``) as names, in order (python-hostlist reads it)."""
-    import hostlist as _hostlist  # on use: only Slurm jobs need it
+    require("hostlist", extra="slurm")  # on use: only Slurm jobs need it
+    import hostlist as _hostlist
 
     try:
         return _hostlist.expand_hostlist(hostlist, allow_duplicates=True)
@@ -27,6 +29,7 @@ def expand_hostlist(hostlist: str) -> list[str]:
 
 def expand_tasks_per_node(spec: str) -> list[int]:
     """Slurm's per-node task counts (``2(x3),1``) as a list (``[2, 2, 2, 1]``)."""
+    require("hostlist", extra="slurm")
     import hostlist as _hostlist
 
     try:
