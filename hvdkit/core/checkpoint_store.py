@@ -215,9 +215,9 @@ class CheckpointStore:
         if not self.directory.is_dir():
             return removed
         for tmp in [*self.directory.glob(".ckpt-*.tmp"), *self.directory.glob("..hvdkit-*.tmp")]:
-            try:
-                fd = os.open(tmp, os.O_RDONLY)
-            except FileNotFoundError:
+            try:  # not through a link, never waiting on a FIFO: names in the folder are not trusted
+                fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live writer holds it

@@ -277,3 +277,19 @@ def test_a_real_full_disk_names_the_checkpoint_file(tmp_path):
         assert info.value.errno == errno.ENOSPC and not list(tmp_path.iterdir())
     finally:
         subprocess.run(["umount", str(tmp_path)], check=True)
+
+
+@pytest.mark.timeout(60)
+def test_planted_temporaries_that_are_links_or_fifos_neither_hang_nor_follow(tmp_path):
+    folder, victim = tmp_path / "ckpt", tmp_path / "victim"
+    folder.mkdir()
+    victim.mkdir()
+    (victim / "keep.txt").write_text("x")
+    os.mkfifo(folder / ".ckpt-000001-0000000010.json.1.abc.tmp")
+    (folder / ".ckpt-000002-0000000020.json.1.def.tmp").symlink_to(victim)
+    store = CheckpointStore(folder)
+    store.probe()
+    store.clean_temporaries()
+    save(store, 1)
+    store.flush()
+    assert (victim / "keep.txt").read_text() == "x"
