@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fakes import DictOps, run_epochs
+from helpers import horovodrun, requires_horovod
 
 from hvdkit.callbacks import Checkpoint
 from hvdkit.core import CheckpointStore, Engine, LocalComm
@@ -74,6 +75,19 @@ def test_convert_never_copies_a_payload_from_outside_the_folder_and_names_the_ma
     assert not (tmp_path / "b" / "secret.txt").exists()
     assert sorted(p.name for p in dst.iterdir()) == ["ckpt-000001-0000000010.json",
                                                      "ckpt-000001-0000000010.safetensors"]
+
+
+def test_convert_names_a_manifest_that_lacks_a_field(tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(DATA / "format3-torch", src)
+    path = src / "ckpt-000001-0000000004.json"
+    record = json.loads(path.read_text())
+    del record["world_size"]
+    path.write_text(json.dumps(record))
+    proc = convert(src, tmp_path / "dst")
+    assert proc.returncode == 1
+    assert f"{path}: not converted: ValueError: checkpoint manifest {path} is damaged: it lacks world_size" \
+        in proc.stderr
 
 
 def test_convert_never_reads_a_payload_through_a_symbolic_link(tmp_path):
@@ -293,3 +307,27 @@ def test_planted_temporaries_that_are_links_or_fifos_neither_hang_nor_follow(tmp
     save(store, 1)
     store.flush()
     assert (victim / "keep.txt").read_text() == "x"
+
+
+@requires_horovod
+@pytest.mark.horovod
+@pytest.mark.timeout(400)
+def test_two_ranks_resume_past_bad_manifests_and_pruning_stays_in_the_folder(tmp_path):
+    ckpt, first, second, victim = tmp_path / "ckpt", tmp_path / "first", tmp_path / "second", tmp_path / "keys.txt"
+    for d in (first, second):
+        d.mkdir()
+    horovodrun("torch_train.py", "--results", str(first), "--checkpoint-dir", str(ckpt), "--epochs", "2", timeout=180)
+    newest = ckpt / "ckpt-000002-0000000008.json"
+    bad = plant_bad_manifests(ckpt, newest)
+    victim.write_text("secret")
+    plant(ckpt, "ckpt-000000-0000000000.json", payload="../keys.txt", size=victim.stat().st_size,
+          run_id=json.loads(newest.read_text())["run_id"])  # oldest of the run: pruned first under keep=3
+    proc = horovodrun("torch_train.py", "--results", str(second), "--checkpoint-dir", str(ckpt), "--epochs", "5",
+                      timeout=180, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for r in (0, 1):
+        result = json.loads((second / f"rank{r}.json").read_text())
+        assert result["resumed_from"] == 2 and result["epochs_run"] == 3, result
+    for path in bad:
+        assert f"skipping damaged checkpoint: checkpoint manifest {path} is damaged" in proc.stdout + proc.stderr
+    assert victim.read_text() == "secret"
