@@ -220,6 +220,22 @@ def test_a_resume_past_bad_manifests_continues_the_newest_good_checkpoint(tmp_pa
     assert ckpt.restored.epoch == 2 and ckpt.last_saved.epoch == 3
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("what, kind", [("manifest", "symlink"), ("manifest", "fifo"), ("payload", "symlink")])
+def test_a_planted_link_or_fifo_is_skipped_as_damaged_never_followed(tmp_path, caplog, what, kind):
+    folder, outside = tmp_path / "ckpt", tmp_path / "outside"
+    store = CheckpointStore(folder)
+    save(store, 1)
+    m2 = save(store, 2)
+    store.flush()
+    target = folder / (m2.payload if what == "payload" else f"{Path(m2.payload).stem}.json")
+    shutil.move(target, outside)  # valid content, reachable only through the link
+    target.symlink_to(outside) if kind == "symlink" else os.mkfifo(target)
+    with caplog.at_level("WARNING", logger="hvdkit"):
+        assert store.latest().manifest.epoch == 1
+    assert f"{target}" in caplog.text and ("symbolic link" in caplog.text or "FIFO" in caplog.text)
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o027])
 def test_payload_and_manifest_get_one_mode_from_the_umask(tmp_path, umask):
     old = os.umask(umask)
