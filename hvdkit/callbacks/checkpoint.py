@@ -200,6 +200,8 @@ class Checkpoint(Callback):
             found = self.store.latest() if self.resume else None
         except OldFormatError as exc:
             return ("error", f"{self._where()}: {exc}")
+        except OSError as exc:  # a checkpoint this user may not read: never a silent fresh start
+            return ("error", f"{self._where()}: {exc.strerror or exc}")
         if found is not None:
             manifest = found.manifest
             if manifest.framework != state.ops.name:

@@ -13,47 +13,37 @@ the command that converts them (:mod:`hvdkit.tools.checkpoint_convert`), never s
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import mmap
 import os
 import re
 import shutil
+import stat
 import threading
 import time
 import uuid
 import weakref
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from hvdkit.core import run_lock
 from hvdkit.core.atomic_file import CHECKSUM, Payload, atomic_write, checksum, fsync_dir
+from hvdkit.core.checkpoint_manifest import (
+    FORMAT_VERSION,
+    Manifest,
+    load_manifest,
+    manifest_text,
+    open_regular,
+    payload_path,
+    read_manifest,
+)
 from hvdkit.core.validation import check_int
 
 log = logging.getLogger("hvdkit")
-FORMAT_VERSION = 4
 _NAME = re.compile(r"^ckpt-(\d{6})-(\d{10})\.json$")
 TENSORS_SUFFIX = ".safetensors"
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """A checkpoint's metadata. ``payload``, ``size`` and ``checksum`` describe the safetensors file;
-    ``run_id`` names the run that wrote it (a resumed run keeps it) and ``sequence`` orders its writes
-    (format-2 manifests read as run ``"legacy"``, sequence -1)."""
-
-    epoch: int  # epochs completed
-    global_step: int
-    world_size: int
-    framework: str
-    size: int
-    checksum: str  # "<algorithm>:<hex digest>"
-    payload: str
-    format: int = FORMAT_VERSION
-    run_id: str = "legacy"
-    sequence: int = -1
-    written_at: float = 0.0  # Unix time, for people (order comes from sequence)
+__all__ = ["FORMAT_VERSION", "TENSORS_SUFFIX", "CheckpointStore", "Manifest", "OldFormatError", "Stored",
+           "new_run_id", "read_manifest"]
 
 
 class OldFormatError(ValueError):
@@ -73,17 +63,18 @@ def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
-def read_manifest(path: Path) -> Manifest:
-    """The manifest in the file ``path`` (fields this hvdkit does not know are ignored)."""
-    return _manifest(json.loads(path.read_text()))
-
-
-def _manifest(data: Any) -> Manifest:
-    if not isinstance(data, dict):
-        raise ValueError(f"a manifest is a JSON object, got {type(data).__name__}")
-    known = {k: v for k, v in data.items() if k in Manifest.__dataclass_fields__}
-    known.setdefault("format", 2)  # every manifest since format 2 names its format
-    return Manifest(**known)
+def _unreadable(path: Path, exc: OSError) -> OSError:
+    """An OSError for a checkpoint file this user may not read: never "damaged", as skipping it would
+    silently resume an older checkpoint, or start afresh."""
+    if not isinstance(exc, PermissionError):
+        return exc
+    try:
+        st = path.lstat()
+        who = f" (mode {stat.filemode(st.st_mode)}, owner uid {st.st_uid}, group gid {st.st_gid})"
+    except OSError:
+        who = ""
+    return PermissionError(exc.errno, f"checkpoint file {path} is not readable by this user{who}: make the "
+                                      "folder's files readable to every user that resumes from it")
 
 
 def _read(path: Path) -> Any:
@@ -91,7 +82,7 @@ def _read(path: Path) -> Any:
     pages (NumPy's own arrays ask for huge pages, whose first touch is slower and erratic on VMs)."""
     import numpy as np
 
-    with open(path, "rb", buffering=0) as f:
+    with open(open_regular(path), "rb", buffering=0) as f:
         buf = mmap.mmap(-1, max(os.fstat(f.fileno()).st_size, 1))
         view, got = memoryview(buf), 0
         while got < len(buf) and (n := f.readinto(view[got:])):  # one read(2) gives at most 2 GiB
@@ -135,25 +126,24 @@ class CheckpointStore:
         """Write a checkpoint and return its manifest. ``payload``: the safetensors bytes, or a function
         that writes that file at a given path; ``state``: the rest, JSON-serialisable (both from
         :func:`hvdkit.core.checkpoint_tree.split`). Checkpoints of ``run_id`` beyond ``keep`` are deleted
-        on a background thread (:meth:`flush` waits for it). An OSError names the file not written."""
+        on a background thread (:meth:`flush` waits for it). An OSError names the file not written (a
+        serialiser's own error, safetensors' on a full disk, too)."""
         self.flush()
         if self._lock is not None:
             self._lock.set_run_id(run_id)
         stem = f"ckpt-{epoch:06d}-{global_step:010d}"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            sequence = 1 + max((m.sequence for _, m in self._manifests()), default=0)
-            size, digest = atomic_write(self.directory / f"{stem}{TENSORS_SUFFIX}", payload)
-            manifest = Manifest(epoch=epoch, global_step=global_step, world_size=world_size, framework=framework,
-                                size=size, checksum=digest, payload=f"{stem}{TENSORS_SUFFIX}", run_id=run_id,
-                                sequence=sequence, written_at=time.time())
-            # not sorted: the state keeps its order (a state dict's, an optimizer's)
-            text = json.dumps({**asdict(manifest), "state": state}, allow_nan=False)
-            atomic_write(self.directory / f"{stem}.json", text.encode())
-            fsync_dir(self.directory)
         except OSError as exc:
-            raise OSError(exc.errno, f"writing checkpoint {str(self.directory / stem)!r}{TENSORS_SUFFIX}/.json failed: "
+            raise OSError(exc.errno, f"cannot create checkpoint directory {str(self.directory)!r}: "
                                      f"{exc.strerror or exc}") from exc
+        sequence = 1 + max((m.sequence for _, m in self._manifests()), default=0)
+        size, digest = atomic_write(self.directory / f"{stem}{TENSORS_SUFFIX}", payload)  # errors name the file
+        manifest = Manifest(epoch=epoch, global_step=global_step, world_size=world_size, framework=framework,
+                            size=size, checksum=digest, payload=f"{stem}{TENSORS_SUFFIX}", run_id=run_id,
+                            sequence=sequence, written_at=time.time())
+        atomic_write(self.directory / f"{stem}.json", manifest_text(manifest, state))
+        fsync_dir(self.directory)
         # Not a daemon: keep-N still holds after the interpreter exits.
         self._pruner = threading.Thread(target=self.prune, args=(manifest,), name="hvdkit-checkpoint-prune")
         self._pruner.start()
@@ -167,13 +157,17 @@ class CheckpointStore:
 
     def _manifests(self) -> list[tuple[Path, Manifest]]:
         """Readable manifests, newest first (by sequence; format-2 manifests after, by name)."""
-        found = []
+        return self._scan()[0]
+
+    def _scan(self) -> tuple[list[tuple[Path, Manifest]], list[tuple[Path, OSError | ValueError]]]:
+        """The readable manifests, newest first (:meth:`_manifests`), and the others with the reason."""
+        found, bad = [], []
         for p in self.manifests():
             try:
                 found.append((p, read_manifest(p)))
-            except (OSError, ValueError, TypeError):
-                continue
-        return sorted(found, key=lambda pm: (pm[1].sequence, pm[0].name), reverse=True)
+            except (OSError, ValueError) as exc:
+                bad.append((p, exc))
+        return sorted(found, key=lambda pm: (pm[1].sequence, pm[0].name), reverse=True), bad
 
     def manifests(self) -> list[Path]:
         """Manifest files (readable or not), by name, newest name first."""
@@ -189,8 +183,9 @@ class CheckpointStore:
     def _whole(self, manifest: Manifest) -> bool:
         """Cheap validity: the payload exists with the size the manifest records (no checksum read)."""
         try:
-            return (self.directory / manifest.payload).stat().st_size == manifest.size
-        except OSError:
+            st = payload_path(self.directory, manifest).lstat()
+            return stat.S_ISREG(st.st_mode) and st.st_size == manifest.size
+        except (OSError, ValueError):
             return False
 
     def prune(self, written: Manifest | None = None) -> None:
@@ -211,7 +206,7 @@ class CheckpointStore:
                 kept += 1
                 continue
             path.unlink(missing_ok=True)  # the manifest first: from here on the checkpoint is not listed
-            (self.directory / m.payload).unlink(missing_ok=True)
+            payload_path(self.directory, m).unlink(missing_ok=True)  # a plain name: never outside the folder
         self.clean_temporaries()
 
     def clean_temporaries(self) -> list[Path]:
@@ -220,9 +215,9 @@ class CheckpointStore:
         if not self.directory.is_dir():
             return removed
         for tmp in [*self.directory.glob(".ckpt-*.tmp"), *self.directory.glob("..hvdkit-*.tmp")]:
-            try:
-                fd = os.open(tmp, os.O_RDONLY)
-            except FileNotFoundError:
+            try:  # not through a link, never waiting on a FIFO: names in the folder are not trusted
+                fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live writer holds it
@@ -238,12 +233,14 @@ class CheckpointStore:
         return removed
 
     def read(self, manifest_path: Path) -> Stored:
-        """Read and verify one checkpoint; raises ValueError naming the file if it is damaged, and
-        :class:`OldFormatError` (saying how to convert it) if it is of an older format."""
+        """Read and verify one checkpoint; raises ValueError naming the file if it is damaged,
+        :class:`OldFormatError` (saying how to convert it) if it is of an older format, and
+        PermissionError naming the file if this user may not read it."""
         try:
-            data = json.loads(manifest_path.read_text())
-            manifest = _manifest(data)
-        except (OSError, ValueError, TypeError) as exc:
+            manifest, state = load_manifest(manifest_path)
+        except OSError as exc:
+            if isinstance(exc, PermissionError):
+                raise _unreadable(manifest_path, exc) from None
             raise ValueError(f"checkpoint manifest {manifest_path} is unreadable: {exc}") from None
         if manifest.format < FORMAT_VERSION:
             raise OldFormatError(
@@ -253,22 +250,29 @@ class CheckpointStore:
         if manifest.format > FORMAT_VERSION:
             raise OldFormatError(f"checkpoint {manifest_path} is in format {manifest.format}, newer than this "
                                  f"hvdkit reads ({FORMAT_VERSION}): upgrade hvdkit to resume it")
-        payload_path = self.directory / manifest.payload
+        path = payload_path(self.directory, manifest)
         try:
-            payload = _read(payload_path)
+            payload = _read(path)
         except OSError as exc:
-            raise ValueError(f"checkpoint payload {payload_path} is unreadable: {exc}") from None
+            if isinstance(exc, PermissionError):
+                raise _unreadable(path, exc) from None
+            raise ValueError(f"checkpoint payload {path} is unreadable: {exc}") from None
         if len(payload) != manifest.size:
-            raise ValueError(f"checkpoint {payload_path} is truncated: {len(payload)} of {manifest.size} bytes")
+            raise ValueError(f"checkpoint {path} is truncated: {len(payload)} of {manifest.size} bytes")
         if not manifest.checksum.startswith(f"{CHECKSUM}:") or checksum(payload) != manifest.checksum:
-            raise ValueError(f"checkpoint {payload_path} fails its checksum ({manifest.checksum.split(':')[0]})")
-        return Stored(manifest, data.get("state"), payload)
+            raise ValueError(f"checkpoint {path} fails its checksum ({manifest.checksum.split(':')[0]})")
+        return Stored(manifest, state, payload)
 
     def latest(self) -> Stored | None:
-        """The last written checkpoint that verifies; damaged ones are skipped with a warning. An older
-        format raises :class:`OldFormatError` (skipping it would silently lose its training)."""
-        readable = {p for p, _ in self._manifests()}
-        for path in [p for p, _ in self._manifests()] + [p for p in self.manifests() if p not in readable]:
+        """The last written checkpoint that verifies; damaged ones are skipped with a warning naming them.
+        An older format raises :class:`OldFormatError` (skipping it would silently lose its training), a
+        checkpoint this user may not read a PermissionError naming it (skipping it would too)."""
+        readable, damaged = self._scan()
+        for path, exc in damaged:
+            if isinstance(exc, PermissionError):
+                raise _unreadable(path, exc)
+            log.warning("skipping damaged checkpoint: %s", exc if str(path) in str(exc) else f"{path}: {exc}")
+        for path, _ in readable:
             try:
                 return self.read(path)
             except OldFormatError:

@@ -5,6 +5,10 @@ The kernel drops a flock however its holder exits, so a dead job's lock needs no
 work only on its host): the next run takes it, and a record left behind names the run that died. NFSv4
 frees a dead client's locks when its lease expires; a filesystem without locks (some FUSE mounts, Lustre
 without ``-o flock``) gets a warning. ``HVDKIT_CHECKPOINT_WAIT=<seconds>`` makes a second run wait.
+
+The lock file is opened without following a symbolic link and used only if it is a regular file with
+one name: a link planted by another writer of the folder would otherwise have its target overwritten.
+(``filelock`` would not do: it opens with ``O_TRUNC``, erasing the holder record a waiting run reports.)
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import threading
 import time
 from pathlib import Path
@@ -96,6 +101,32 @@ def wait_seconds(environ: dict[str, str] | None = None) -> float:
         raise ValueError(f"{WAIT_VAR} must be a number of seconds >= 0, got {text!r}") from None
 
 
+def _open(path: Path) -> int:
+    """The lock file, opened read-write (created 0666 less the umask) if it is a regular file with one name;
+    else an OSError naming it and saying what it is."""
+    try:  # O_NONBLOCK: opening a FIFO never waits for a writer
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError as exc:
+        what = {errno.ELOOP: "a symbolic link, which hvdkit does not follow",
+                errno.EISDIR: "a folder"}.get(exc.errno or 0, exc.strerror or str(exc))
+        raise OSError(exc.errno, f"checkpoint writer lock {str(path)!r} cannot be opened: it is {what}; "
+                                 "remove it (hvdkit creates it as a regular file)") from None
+    st = os.fstat(fd)
+    problem = (None if stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+               else f"a {_kind(st.st_mode)}" if not stat.S_ISREG(st.st_mode)
+               else f"a regular file with {st.st_nlink} names (a hard link to another file)")
+    if problem is not None:
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"checkpoint writer lock {str(path)!r} is {problem}, not a regular file: "
+                                    "remove it (hvdkit creates it as a regular file)")
+    return fd
+
+
+def _kind(mode: int) -> str:
+    return ("FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)
+            else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file")
+
+
 def acquire(directory: Path, *, wait: float | None = None) -> RunLock | None:
     """Take ``directory``'s writer lock (waiting up to ``wait`` seconds, default ``HVDKIT_CHECKPOINT_WAIT``);
     a :class:`FolderLocked` naming the folder and the holder when another live run has it. None, with a
@@ -107,7 +138,7 @@ def acquire(directory: Path, *, wait: float | None = None) -> RunLock | None:
             held._users += 1
             return held
     wait = wait_seconds() if wait is None else wait
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open(path)
     deadline, announced = time.monotonic() + wait, False
     try:
         while True:

@@ -14,11 +14,12 @@ import json
 import shutil
 import struct
 import sys
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hvdkit.core.atomic_file import atomic_write, checksum, fsync_dir
+from hvdkit.core.checkpoint_manifest import manifest_text, open_regular, payload_path, read_regular
 from hvdkit.core.checkpoint_store import FORMAT_VERSION, TENSORS_SUFFIX, CheckpointStore, Manifest, read_manifest
 from hvdkit.core.checkpoint_tree import NUMERIC_KINDS, join, numpy_leaf, numpy_payload, split
 
@@ -78,20 +79,26 @@ def _verify(manifest: Manifest, data: bytes) -> None:
 def convert_one(src: Path, manifest_path: Path, dst: Path, trust_pickle: bool = False) -> Manifest:
     """Convert one old checkpoint of folder ``src`` into folder ``dst`` (may be ``src``); return its manifest."""
     old = read_manifest(manifest_path)
-    payload = src / old.payload
-    data = payload.read_bytes()
+    payload = payload_path(src, old)
+    data = read_regular(payload)
     _verify(old, data)
     tree, write = _decode(old.framework, data, trust_pickle)
     stem = manifest_path.stem
     size, digest = atomic_write(dst / f"{stem}{TENSORS_SUFFIX}", write)
     new = replace(old, format=FORMAT_VERSION, size=size, checksum=digest, payload=f"{stem}{TENSORS_SUFFIX}")
-    # not sorted: the state keeps its order (a state dict's, an optimizer's)
-    text = json.dumps({**asdict(new), "state": tree}, allow_nan=False)
-    atomic_write(dst / manifest_path.name, text.encode())  # in place: the checkpoint is format 4 from here on
+    atomic_write(dst / manifest_path.name, manifest_text(new, tree))  # in place: format 4 from here on
     fsync_dir(dst)
     if dst.resolve() == src.resolve() and payload.name != new.payload:
         payload.unlink(missing_ok=True)
     return new
+
+
+def _copy(source: Path) -> Any:
+    """A payload writer copying the regular file ``source`` (never through a symbolic link)."""
+    def write(target: Path) -> None:
+        with open(open_regular(source), "rb") as f, open(target, "wb") as out:
+            shutil.copyfileobj(f, out, 1 << 24)
+    return write
 
 
 def convert(src: Path, dst: Path | None = None, *, trust_pickle: bool = False, out: Any = sys.stdout) -> int:
@@ -111,14 +118,14 @@ def convert(src: Path, dst: Path | None = None, *, trust_pickle: bool = False, o
         try:
             manifest = read_manifest(path)
             if manifest.format >= FORMAT_VERSION:
-                if dst.resolve() != src.resolve():
-                    shutil.copyfile(src / manifest.payload, dst / manifest.payload)
-                    shutil.copyfile(path, dst / path.name)
+                if dst.resolve() != src.resolve():  # atomic: a link planted in DST is replaced, not written through
+                    atomic_write(dst / manifest.payload, _copy(payload_path(src, manifest)))
+                    atomic_write(dst / path.name, read_regular(path))
                 print(f"{path.name}: format {manifest.format} already", file=out)
                 continue
             convert_one(src, path, dst, trust_pickle)
             print(f"{path.name}: format {manifest.format} -> {FORMAT_VERSION}", file=out)
         except Exception as exc:  # one damaged checkpoint must not stop the others
             failed += 1
-            print(f"{path.name}: not converted: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"{path}: not converted: {type(exc).__name__}: {exc}", file=sys.stderr)
     return 1 if failed else 0

@@ -194,19 +194,6 @@ def test_prune_leaves_other_runs_alone(tmp_path):
     assert names == ["ckpt-000002-0000000002.json", "ckpt-000010-0000000010.json"]
 
 
-def test_a_full_disk_names_the_file(tmp_path, monkeypatch):
-    import errno
-
-    import hvdkit.core.checkpoint_store as cs
-
-    def no_space(path, payload):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(cs, "atomic_write", no_space)
-    with pytest.raises(OSError, match=r"checkpoint '.*ckpt-000001-0000000010'.safetensors/.json failed: No space"):
-        save(CheckpointStore(tmp_path), 1)
-
-
 def test_a_failed_write_leaves_no_temporary_and_the_last_checkpoint(tmp_path):
     store = CheckpointStore(tmp_path, keep=1)
     for n in (1, 2):
