@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import venv
 
 import pytest
 from helpers import REPO, requires_horovod
@@ -53,3 +54,19 @@ def test_init_refuses_a_bad_value_before_horovod_starts():
     assert proc.returncode != 0 and "INITIALISED" not in proc.stdout
     assert "ValueError: bad environment variable(s): HOROVOD_FUSION_THRESHOLD must be an integer number of " \
            "bytes >= 0, got 'abc'" in proc.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("threads", ["0", "four"])
+def test_doctor_lists_bad_threads_and_stop_grace_as_problems_without_a_traceback(tmp_path, threads):
+    # A bare environment (no Horovod): doctor's own checks, without importing the frameworks.
+    env_dir = tmp_path / "bare"
+    venv.create(env_dir, with_pip=False)
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HVDKIT_THREADS": threads,
+           "HVDKIT_STOP_GRACE": "forever"}
+    proc = subprocess.run([str(env_dir / "bin" / "python"), "-m", "hvdkit", "doctor"], capture_output=True,
+                          text=True, timeout=100, cwd=REPO, env=env)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert f"HVDKIT_THREADS must be an integer >= 1, got '{threads}'" in proc.stdout
+    assert "HVDKIT_STOP_GRACE must be a number of seconds >= 0, got 'forever'" in proc.stdout
+    assert "threads per rank   unknown: HVDKIT_THREADS is not valid (see Problems)" in proc.stdout
