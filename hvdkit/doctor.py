@@ -125,7 +125,7 @@ def collect() -> Report:
     launcher = detect_launcher(cores=cores)
     f["launcher"] = {"kind": launcher.kind, "detail": launcher.detail, "uses": launcher.uses}
     if launcher.problem:
-        r.problem(launcher.problem, "see docs/clusters.md (Slurm)")
+        r.problem(launcher.problem, "see docs/clusters.md (which launcher sets what)")
 
     _spark(r)
     for what, fix in env_problems():

@@ -137,3 +137,19 @@ def test_slurm_gloo_refuses_an_allocation_it_cannot_read_in_one_line(env, messag
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr and f"hvdkit slurm-gloo: {message}" in proc.stderr, proc.stderr
     assert "srun" not in proc.stdout  # nothing was started
+
+
+@pytest.mark.parametrize("env, problem", [
+    ({}, None),
+    ({"HOROVOD_RANK": "0", "HOROVOD_SIZE": "1"}, None),
+    ({"HOROVOD_RANK": "5", "HOROVOD_SIZE": "2"}, "HOROVOD_RANK=5 and HOROVOD_SIZE=2 set, but no launcher"),
+    ({"HOROVOD_RANK": "1"}, "HOROVOD_RANK=1 set, but no launcher"),
+])
+def test_a_rank_no_launcher_started_is_a_problem(env, problem, monkeypatch):
+    monkeypatch.setattr(mpijob, "HOSTFILE", "/nonexistent/hostfile")
+    ctx = detect(dict(env))
+    assert ctx.kind == "local"
+    assert (ctx.problem is None) if problem is None else (problem in ctx.problem and "horovodrun -np N" in ctx.problem)
+    if problem:
+        with pytest.raises(RuntimeError, match="train alone as rank 0 of 1"):
+            prepare_process(dict(env))
