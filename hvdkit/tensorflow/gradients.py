@@ -77,12 +77,13 @@ def _name(source: Any) -> str:
     return str(getattr(source, "path", None) or getattr(source, "name", None) or source)
 
 
-def agree_on_none(grads: Sequence[Any], shared: Sequence[int], names: Sequence[str], process_set: Any) -> list[Any]:
-    """``grads``, once every rank of ``process_set`` agrees which of ``grads[shared]`` are None: one small
-    allreduce of how many ranks have each (a variable used on some ranks only, by rank-dependent code).
-    A disagreement raises on every rank alike (they all see the same counts), naming the variables."""
+def agree_on_none(grads: Sequence[Any], names: Sequence[str], process_set: Any) -> list[Any]:
+    """``grads``, once every rank of ``process_set`` agrees which are None: one small allreduce of how many
+    ranks have each (a variable used on some ranks only, by rank-dependent code, would leave each rank
+    waiting in a different allreduce). A disagreement raises on every rank alike (they all see the same
+    counts), naming the variables."""
     size = process_set.size()
-    present = [0 if grads[i] is None else 1 for i in shared]
+    present = [0 if g is None else 1 for g in grads]
     counts = hvd.allreduce(tf.constant(present, tf.int32), op=hvd.Sum, process_set=process_set,
                            name="hvdkit.tape.gradients_present")
     what = ("the gradient of a variable is None on some ranks only (it is used on some ranks only): every "
@@ -93,15 +94,14 @@ def agree_on_none(grads: Sequence[Any], shared: Sequence[int], names: Sequence[s
         if bad:
             raise ValueError(f"{what}: {', '.join(bad)}")
         return list(grads)
-    # traced: the allreduces below wait for this check, which fails the step on every rank alike
+    # traced: the allreduces after this wait for the check, which fails the step on every rank alike
     disagree = tf.logical_and(counts > 0, counts < size)
     check = tf.debugging.Assert(tf.logical_not(tf.reduce_any(disagree)),
                                 [what + "; the variables:", tf.boolean_mask(tf.constant(list(names)), disagree)],
                                 summarize=len(names))
     out = list(grads)
     with tf.control_dependencies([check]):
-        for i in shared:
-            g = out[i]
+        for i, g in enumerate(out):
             if isinstance(g, tf.IndexedSlices):
                 out[i] = tf.IndexedSlices(tf.identity(g.values), g.indices, g.dense_shape)
             elif g is not None:
@@ -129,6 +129,14 @@ class DistributedGradientTape:
             sparse_as_dense=sparse_as_dense, op=op, gradient_predivide_factor=gradient_predivide_factor,
             num_groups=num_groups, groups=groups, process_set=process_set,
             scale_local_gradients=scale_local_gradients)
+        # Horovod's tape hands the gradients of the sources not registered as local to this function
+        reduce = self._hvd_tape._allreduce_grads
+
+        def agreed_then_reduced(grads: list[Any], variables: list[Any], *args: Any) -> Any:
+            if process_set.size() > 1 and grads:
+                grads = agree_on_none(grads, [_name(v) for v in variables], process_set)
+            return reduce(grads, variables, *args)
+        self._hvd_tape._allreduce_grads = agreed_then_reduced
 
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
                  use_generic_names: bool = False) -> Any:
@@ -137,15 +145,8 @@ class DistributedGradientTape:
         rank would wait for the others in a different allreduce)."""
         if in_xla_context():
             raise RuntimeError(_XLA_MESSAGE)
-        originals = tf.nest.flatten(sources)
-        flat = [_tf_source(s) for s in originals]
-        tape = self._hvd_tape
-        # Horovod's tape: the local gradients (its base class), then their allreduce
-        local = super(type(tape), tape).gradient(target, flat, output_gradients)
-        shared = [i for i, v in enumerate(flat) if v.ref() not in tape._local_sources]
-        if shared and tape.process_set.size() > 1:
-            local = agree_on_none(local, shared, [_name(originals[i]) for i in shared], tape.process_set)
-        grads = tape._allreduce_grads(local, flat, use_generic_names)
+        flat = [_tf_source(s) for s in tf.nest.flatten(sources)]
+        grads = self._hvd_tape.gradient(target, flat, output_gradients, use_generic_names)
         return tf.nest.pack_sequence_as(sources, list(grads))
 
     def register_local_source(self, source: Any) -> None:
