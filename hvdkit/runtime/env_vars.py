@@ -54,19 +54,31 @@ ENV_VARS: dict[str, tuple[Callable[[str], bool], str, str]] = {
     "HVDKIT_THREADS": (_integer(1), "an integer >= 1", "4"),
     "HVDKIT_NO_TUNING": (_choice("0", "1"), "0 or 1", "1"),
     "HVDKIT_CHECKPOINT_WAIT": (_number(0, strict=False), "a number of seconds >= 0", "600"),
+    "HVDKIT_STOP_GRACE": (_number(0, strict=False), "a number of seconds >= 0", "30"),
     "HVDKIT_SRUN_ARGS": (_parses(shlex.split), "srun options as a shell would split them (balanced quotes)",
                          "--exclusive"),
 }
 
 
+#: (rank variable, size variable): a rank is below its size
+RANK_PAIRS = (("HOROVOD_RANK", "HOROVOD_SIZE"), ("HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
+              ("HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE"))
+
+
 def env_problems(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """``(problem, fix)`` for every variable of :data:`ENV_VARS` set to a value it may not hold."""
+    """``(problem, fix)`` for every variable of :data:`ENV_VARS` set to a value it may not hold, and every
+    rank of :data:`RANK_PAIRS` not below its size."""
     env = os.environ if environ is None else environ
-    found = []
+    found, bad = [], set()
     for name, (ok, allowed, example) in ENV_VARS.items():
         value = env.get(name)
         if value is not None and not ok(value):
             found.append((f"{name} must be {allowed}, got {value!r}", f"export {name}={example}, or unset {name}"))
+            bad.add(name)
+    for rank, size in RANK_PAIRS:
+        if rank in env and size in env and not bad & {rank, size} and int(env[rank]) >= int(env[size]):
+            found.append((f"{rank} must be below {size}={env[size].strip()}, got {env[rank]!r}",
+                          f"let the launcher set both (horovodrun -np N), or unset {rank} and {size}"))
     return found
 
 

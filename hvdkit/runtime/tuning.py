@@ -44,7 +44,10 @@ def threads_per_rank(local_size: int, environ: MutableMapping[str, str] | None =
     env = os.environ if environ is None else environ
     explicit = env.get("HVDKIT_THREADS")
     if explicit:
-        value = int(explicit)
+        try:
+            value = int(explicit)
+        except ValueError:
+            value = 0
         if value < 1:
             raise ValueError(f"HVDKIT_THREADS must be an integer >= 1, got {explicit!r}")
         return value

@@ -73,6 +73,42 @@ def _tf_source(s: Any) -> Any:
     return s if isinstance(s, tf.Tensor) else to_tf_variable(s)
 
 
+def _name(source: Any) -> str:
+    return str(getattr(source, "path", None) or getattr(source, "name", None) or source)
+
+
+def agree_on_none(grads: Sequence[Any], names: Sequence[str], process_set: Any) -> list[Any]:
+    """``grads``, once every rank of ``process_set`` agrees which are None: one small allreduce of how many
+    ranks have each (a variable used on some ranks only, by rank-dependent code, would leave each rank
+    waiting in a different allreduce). A disagreement raises on every rank alike (they all see the same
+    counts), naming the variables."""
+    size = process_set.size()
+    present = [0 if g is None else 1 for g in grads]
+    counts = hvd.allreduce(tf.constant(present, tf.int32), op=hvd.Sum, process_set=process_set,
+                           name="hvdkit.tape.gradients_present")
+    what = ("the gradient of a variable is None on some ranks only (it is used on some ranks only): every "
+            "rank must use the same variables, or register it with register_local_source()")
+    if tf.executing_eagerly():
+        bad = [f"{names[k]} (present on {c} of {size} ranks)" for k, c in enumerate(counts.numpy().tolist())
+               if 0 < c < size]
+        if bad:
+            raise ValueError(f"{what}: {', '.join(bad)}")
+        return list(grads)
+    # traced: the allreduces after this wait for the check, which fails the step on every rank alike
+    disagree = tf.logical_and(counts > 0, counts < size)
+    check = tf.debugging.Assert(tf.logical_not(tf.reduce_any(disagree)),
+                                [what + "; the variables:", tf.boolean_mask(tf.constant(list(names)), disagree)],
+                                summarize=len(names))
+    out = list(grads)
+    with tf.control_dependencies([check]):
+        for i, g in enumerate(out):
+            if isinstance(g, tf.IndexedSlices):
+                out[i] = tf.IndexedSlices(tf.identity(g.values), g.indices, g.dense_shape)
+            elif g is not None:
+                out[i] = tf.identity(g)
+    return out
+
+
 class DistributedGradientTape:
     """Horovod 0.28.1's ``hvd.DistributedGradientTape`` (same signature; Horovod's tape reduces) for Keras 3
     variables too, which Horovod's refuses: they are mapped to their tf.Variables, and the structure of
@@ -93,10 +129,20 @@ class DistributedGradientTape:
             sparse_as_dense=sparse_as_dense, op=op, gradient_predivide_factor=gradient_predivide_factor,
             num_groups=num_groups, groups=groups, process_set=process_set,
             scale_local_gradients=scale_local_gradients)
+        # Horovod's tape hands the gradients of the sources not registered as local to this function
+        reduce = self._hvd_tape._allreduce_grads
+
+        def agreed_then_reduced(grads: list[Any], variables: list[Any], *args: Any) -> Any:
+            if process_set.size() > 1 and grads:
+                grads = agree_on_none(grads, [_name(v) for v in variables], process_set)
+            return reduce(grads, variables, *args)
+        self._hvd_tape._allreduce_grads = agreed_then_reduced
 
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
                  use_generic_names: bool = False) -> Any:
-        """The gradients of ``target`` w.r.t. ``sources``, reduced over workers, shaped as ``sources``."""
+        """The gradients of ``target`` w.r.t. ``sources``, reduced over workers, shaped as ``sources``.
+        A gradient that is None on some ranks only is an error on every rank, naming the variable (each
+        rank would wait for the others in a different allreduce)."""
         if in_xla_context():
             raise RuntimeError(_XLA_MESSAGE)
         flat = [_tf_source(s) for s in tf.nest.flatten(sources)]

@@ -116,13 +116,16 @@ def collect() -> Report:
     cores = available_cores()
     local = local_size_from_env()
     f["cpu_count"] = cores
-    f["threads_per_rank"] = {str(n): threads_per_rank(n) for n in sorted({1, 2, local})}
+    try:
+        f["threads_per_rank"] = {str(n): threads_per_rank(n) for n in sorted({1, 2, local})}
+    except ValueError:  # a bad HVDKIT_THREADS: env_problems() lists it with its fix
+        f["threads_per_rank"] = None
     f["runtime_defaults"] = {k: v for k, (v, _why) in runtime_defaults(cpu=False).items()}  # every job
     f["cpu_runtime_defaults"] = {k: v for k, (v, _why) in CPU_RUNTIME_DEFAULTS.items()}  # added when no GPU
     launcher = detect_launcher(cores=cores)
     f["launcher"] = {"kind": launcher.kind, "detail": launcher.detail, "uses": launcher.uses}
     if launcher.problem:
-        r.problem(launcher.problem, "see docs/clusters.md (Slurm)")
+        r.problem(launcher.problem, "see docs/clusters.md (which launcher sets what)")
 
     _spark(r)
     for what, fix in env_problems():
@@ -160,7 +163,8 @@ def render(r: Report) -> str:
         lines.append(f"  {key:<18} {f.get(key) or 'not installed'}{tested}")
         if key == "python":
             lines.append(f"  {'supported pythons':<18} {f.get('supported_pythons')}")
-    tpr = ", ".join(f"{n} rank(s)/host -> {t}" for n, t in f["threads_per_rank"].items())
+    tpr = (", ".join(f"{n} rank(s)/host -> {t}" for n, t in f["threads_per_rank"].items())
+           if f["threads_per_rank"] is not None else "unknown: HVDKIT_THREADS is not valid (see Problems)")
     lines.append(f"  {'threads per rank':<18} {tpr}")
     spark = f.get("spark")
     lines.append(f"  {'spark':<18} " + (f"pyspark {spark['pyspark']}, pyarrow {spark['pyarrow'] or 'missing'}, pandas "

@@ -145,18 +145,21 @@ def params_in(path: str) -> int:
         raise ValueError(f"--model must be a safetensors file, got {path!r}: {exc}") from None
 
 
-def _number(lo: float, integer: bool = False, lo_open: bool = False):
-    """An argparse type: a finite number >= ``lo`` (> with ``lo_open``), an integer with ``integer``; argparse
-    names the argument in front of the message."""
+def _number(lo: float, hi: float, integer: bool = False, lo_open: bool = False):
+    """An argparse type: a finite number from ``lo`` (above it with ``lo_open``) to ``hi``, an integer with
+    ``integer``; argparse names the argument in front of the message. ``hi`` keeps the arithmetic finite and
+    the plan meaningful (a float too large for the cost formulas raised OverflowError)."""
+    kind = "an integer" if integer else "a number"
+    allowed = f"{kind} > {lo:g} and <= {hi:g}" if lo_open else f"{kind} between {lo:g} and {hi:g}"
+
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             value = math.nan
-        ok = value > lo if lo_open else value >= lo
-        if math.isnan(value) or not ok or math.isinf(value) or (integer and value != int(value)):
-            kind = "an integer" if integer else "a number"
-            raise argparse.ArgumentTypeError(f"must be {kind} {'>' if lo_open else '>='} {lo:g}, got {text!r}")
+        ok = (value > lo if lo_open else value >= lo) and value <= hi
+        if math.isnan(value) or not ok or (integer and value != int(value)):
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {text!r}")
         return int(value) if integer else value
     return parse
 
@@ -166,17 +169,18 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="hvdkit plan", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--params", type=_number(1, integer=True), help="parameters (gradient elements)")
+    what.add_argument("--params", type=_number(1, 1e15, integer=True), help="parameters (gradient elements)")
     what.add_argument("--model", help="a .safetensors file: its parameters are counted")
-    p.add_argument("--nodes", type=_number(2, integer=True), required=True)
-    p.add_argument("--ranks-per-node", type=_number(1, integer=True), default=1, help="processes (GPUs) per node")
-    p.add_argument("--link-gbit", type=_number(0, lo_open=True), required=True, help="each node's link, Gbit/s")
-    p.add_argument("--latency-ms", type=_number(0), default=0.05,
+    p.add_argument("--nodes", type=_number(2, 1e6, integer=True), required=True)
+    p.add_argument("--ranks-per-node", type=_number(1, 1024, integer=True), default=1, help="processes (GPUs) per node")
+    p.add_argument("--link-gbit", type=_number(0, 1e6, lo_open=True), required=True, help="each node's link, Gbit/s")
+    p.add_argument("--latency-ms", type=_number(0, 1e6), default=0.05,
                    help="one-way latency between nodes, ms (default 0.05)")
-    p.add_argument("--step-ms", type=_number(0, lo_open=True), required=True,
+    p.add_argument("--step-ms", type=_number(0, 1e9, lo_open=True), required=True,
                    help="one step's compute time on one rank (forward + backward + update), ms")
     p.add_argument("--dtype-bytes", type=int, choices=[2, 4, 8], default=4, help="bytes per gradient value")
-    p.add_argument("--servers", type=_number(1, integer=True), default=2, help="parameter servers, sharded variant")
+    p.add_argument("--servers", type=_number(1, 1024, integer=True), default=2,
+                   help="parameter servers, sharded variant")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     args = p.parse_args(argv)
     params = args.params

@@ -26,6 +26,16 @@ def rendezvous_address(env: dict[str, str]) -> str:
     return socket.gethostbyname(name)
 
 
+def _srun_args(env: dict[str, str]) -> list[str]:
+    """``HVDKIT_SRUN_ARGS`` split as a shell would."""
+    text = env.get("HVDKIT_SRUN_ARGS", "")
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise ValueError(f"HVDKIT_SRUN_ARGS must be srun options as a shell would split them, got {text!r} "
+                         f"({exc})") from None
+
+
 def main(argv: list[str]) -> int:
     """Start the rendezvous server, run the srun step, return its exit status."""
     env = dict(os.environ)
@@ -36,7 +46,12 @@ def main(argv: list[str]) -> int:
         print("hvdkit slurm-gloo: not inside a Slurm allocation (SLURM_JOB_ID is not set); run it from an "
               "sbatch script or an salloc shell", file=sys.stderr)
         return 2
-    plan = slurm.allocation_plan(env)
+    try:
+        plan = slurm.allocation_plan(env)
+        extra = _srun_args(env)
+    except ValueError as exc:  # the allocation's variables or HVDKIT_SRUN_ARGS: say which, start nothing
+        print(f"hvdkit slurm-gloo: {exc}", file=sys.stderr)
+        return 2
     from horovod.runner.http.http_server import RendezvousServer
 
     server = RendezvousServer(verbose=0)
@@ -49,7 +64,6 @@ def main(argv: list[str]) -> int:
         "HVDKIT_GLOO_PLAN": summary,
         "PYTHONUNBUFFERED": "1",
     })
-    extra = shlex.split(env.get("HVDKIT_SRUN_ARGS", ""))
     cmd = ["srun", "--distribution=block", f"--ntasks={len(plan)}", "--kill-on-bad-exit=1", *extra, *argv]
     print(f"hvdkit slurm-gloo: {len(plan)} ranks on {summary}, rendezvous "
           f"{env['HOROVOD_GLOO_RENDEZVOUS_ADDR']}:{port}: {' '.join(cmd)}", flush=True)

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sized
 from typing import Any
 
+import horovod.torch as hvd
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -57,11 +58,12 @@ class Trainer:
     ``"fp16"`` (autocast in float16 plus a loss scaler synchronised with Horovod: a step where any rank's
     gradients overflow is skipped on every rank). See :mod:`hvdkit.torch.precision`.
 
-    ``nonfinite``: what a step whose averaged gradients hold a NaN or an inf does, on every rank alike:
-    ``"stop"`` (default: raise :class:`~hvdkit.core.numerics.NonFiniteError` before the update, naming the
-    step and the ranks whose loss was not finite), ``"skip"`` (no update; ``trainer.skipped_steps`` counts
-    them) or ``"warn"`` (apply it, with a warning). Under ``"fp16"`` the loss scaler skips such steps.
-    A checkpoint is never written from non-finite weights.
+    ``nonfinite``: what a step whose averaged gradients, or some rank's loss, hold a NaN or an inf does,
+    on every rank alike: ``"stop"`` (default: raise :class:`~hvdkit.core.numerics.NonFiniteError` before
+    the update, naming the step and the ranks whose loss was not finite), ``"skip"`` (no update;
+    ``trainer.skipped_steps`` counts them) or ``"warn"`` (apply it, with a warning). Under ``"fp16"`` the
+    loss scaler skips steps whose gradients overflow, and the loss is not checked. A checkpoint is never
+    written from non-finite weights.
 
     ``progress``: hvdkit's tqdm bar on rank 0. The default (None) shows it when rank 0's stderr is a
     terminal and not otherwise (logs and CI stay clean); True or False force it. A ``ProgressBar`` in
@@ -259,12 +261,23 @@ class Trainer:
         if self.precision.scaler is not None:  # the loss scaler skips non-finite steps on every rank itself
             self.precision.step(self.optimizer)
             return
+        # How many ranks' losses are NaN or inf: summed beside the gradients' allreduce (a loss can be NaN
+        # with finite gradients), read with the gradients' check below, so no extra wait on the host.
+        bad_losses = hvd.allreduce_async(torch.logical_not(torch.isfinite(loss)).to(torch.float32).reshape(1),
+                                         op=hvd.Sum, name="hvdkit.trainer.nonfinite_loss",
+                                         process_set=getattr(self.optimizer, "process_set", hvd.global_process_set))
         self.optimizer.synchronize()  # type: ignore[attr-defined]  # Horovod's DistributedOptimizer
         grads = [p.grad for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
         # One fused max-abs over all gradients: NaN and inf survive it, and it is the same on every rank.
-        finite = not grads or bool(torch.isfinite(torch.nn.utils.get_total_norm(grads, float("inf"))))
+        grads_finite = torch.isfinite(torch.nn.utils.get_total_norm(grads, float("inf"))) if grads else None
+        losses_finite = hvd.synchronize(bad_losses)[0] == 0
+        if grads_finite is None:
+            finite = bool(losses_finite)
+        else:
+            finite = bool(torch.logical_and(grads_finite.to(losses_finite.device), losses_finite))
         s = self.engine.state
-        if finite or self._guard.on_nonfinite(self.comm, s.global_step, s.epoch, bool(torch.isfinite(loss))):
+        if finite or self._guard.on_nonfinite(self.comm, s.global_step, s.epoch, bool(torch.isfinite(loss)),
+                                              gradients_finite=grads_finite is None or bool(grads_finite)):
             with self.optimizer.skip_synchronize():  # type: ignore[attr-defined]  # averaged already
                 self.optimizer.step()
 

@@ -2,9 +2,13 @@
 get_host_assignments), the SLURM_* -> HOROVOD_* mapping, MPIJob hostfiles, and the errors."""
 
 import importlib.util
+import os
 import re
+import subprocess
+import sys
 
 import pytest
+from helpers import REPO
 
 from hvdkit.runtime import gloo
 from hvdkit.runtime.environments import detect, mpijob, prepare_process, slurm
@@ -113,3 +117,40 @@ def test_mpijob_hostfile(tmp_path):
     hostfile.write_text("a slots=two\n")
     with pytest.raises(ValueError, match="hostfile:1: slots must be an integer, got 'two'"):
         mpijob.read_hostfile(str(hostfile))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("env, message", [
+    ({"SLURM_JOB_ID": "1"}, "SLURM_JOB_NODELIST is not set"),
+    ({"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "node[1-2]"}, "SLURM_TASKS_PER_NODE is not set"),
+    ({"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_TASKS_PER_NODE": "0(x2)"},
+     "SLURM_TASKS_PER_NODE must give every node at least 1 task, got '0(x2)'"),
+    ({"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_TASKS_PER_NODE": "2(x3)"},
+     "2 hosts but task counts for 3"),
+    ({"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "node1", "SLURM_TASKS_PER_NODE": "1", "HVDKIT_SRUN_ARGS": '"a'},
+     "HVDKIT_SRUN_ARGS must be srun options as a shell would split them, got '\"a'"),
+])
+def test_slurm_gloo_refuses_an_allocation_it_cannot_read_in_one_line(env, message):
+    # the real command, in an environment with no Slurm of its own: it must stop before starting anything
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    proc = subprocess.run([sys.executable, "-m", "hvdkit", "slurm-gloo", "python", "-c", "pass"], capture_output=True,
+                          text=True, timeout=50, cwd=REPO, env={**base, "PYTHONPATH": str(REPO), **env})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and f"hvdkit slurm-gloo: {message}" in proc.stderr, proc.stderr
+    assert "srun" not in proc.stdout  # nothing was started
+
+
+@pytest.mark.parametrize("env, problem", [
+    ({}, None),
+    ({"HOROVOD_RANK": "0", "HOROVOD_SIZE": "1"}, None),
+    ({"HOROVOD_RANK": "5", "HOROVOD_SIZE": "2"}, "HOROVOD_RANK=5 and HOROVOD_SIZE=2 set, but no launcher"),
+    ({"HOROVOD_RANK": "1"}, "HOROVOD_RANK=1 set, but no launcher"),
+])
+def test_a_rank_no_launcher_started_is_a_problem(env, problem, monkeypatch):
+    monkeypatch.setattr(mpijob, "HOSTFILE", "/nonexistent/hostfile")
+    ctx = detect(dict(env))
+    assert ctx.kind == "local"
+    assert (ctx.problem is None) if problem is None else (problem in ctx.problem and "horovodrun -np N" in ctx.problem)
+    if problem:
+        with pytest.raises(RuntimeError, match="train alone as rank 0 of 1"):
+            prepare_process(dict(env))

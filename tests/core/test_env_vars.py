@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import venv
 
 import pytest
 from helpers import REPO, requires_horovod
@@ -53,3 +54,44 @@ def test_init_refuses_a_bad_value_before_horovod_starts():
     assert proc.returncode != 0 and "INITIALISED" not in proc.stdout
     assert "ValueError: bad environment variable(s): HOROVOD_FUSION_THRESHOLD must be an integer number of " \
            "bytes >= 0, got 'abc'" in proc.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("threads", ["0", "four"])
+def test_doctor_lists_bad_threads_and_stop_grace_as_problems_without_a_traceback(tmp_path, threads):
+    # A bare environment (no Horovod): doctor's own checks, without importing the frameworks.
+    env_dir = tmp_path / "bare"
+    venv.create(env_dir, with_pip=False)
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HVDKIT_THREADS": threads,
+           "HVDKIT_STOP_GRACE": "forever"}
+    proc = subprocess.run([str(env_dir / "bin" / "python"), "-m", "hvdkit", "doctor"], capture_output=True,
+                          text=True, timeout=100, cwd=REPO, env=env)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert f"HVDKIT_THREADS must be an integer >= 1, got '{threads}'" in proc.stdout
+    assert "HVDKIT_STOP_GRACE must be a number of seconds >= 0, got 'forever'" in proc.stdout
+    assert "threads per rank   unknown: HVDKIT_THREADS is not valid (see Problems)" in proc.stdout
+
+
+def test_a_rank_not_below_its_size_is_refused():
+    problems = [p for p, _ in env_problems({"HOROVOD_RANK": "5", "HOROVOD_SIZE": "2", "HOROVOD_LOCAL_RANK": "1",
+                                            "HOROVOD_LOCAL_SIZE": "1", "HOROVOD_CROSS_RANK": "0",
+                                            "HOROVOD_CROSS_SIZE": "1"})]
+    assert problems == ["HOROVOD_RANK must be below HOROVOD_SIZE=2, got '5'",
+                        "HOROVOD_LOCAL_RANK must be below HOROVOD_LOCAL_SIZE=1, got '1'"]
+    assert [p for p, _ in env_problems({"HOROVOD_RANK": "x", "HOROVOD_SIZE": "2"})] == \
+        ["HOROVOD_RANK must be an integer >= 0, got 'x'"]  # named once, by what it may hold
+
+
+@requires_horovod
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("env, message", [
+    ({"HOROVOD_RANK": "5", "HOROVOD_SIZE": "2"}, "HOROVOD_RANK=5 and HOROVOD_SIZE=2 set, but no launcher started "
+                                                 "this process"),
+    ({"HOROVOD_SIZE": "2"}, "HOROVOD_SIZE=2 set, but no launcher started this process"),
+])
+def test_plain_python_with_a_rank_and_size_is_refused_instead_of_training_alone(env, message):
+    code = "import hvdkit.torch as hk\nhk.init()\nprint('INITIALISED', hk.rank(), hk.size())"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **env})
+    assert proc.returncode != 0 and "INITIALISED" not in proc.stdout, proc.stdout
+    assert message in proc.stderr and "Horovod would ignore them and train alone as rank 0 of 1" in proc.stderr

@@ -55,3 +55,12 @@ def test_a_resumed_lr_follows_the_global_batch_not_the_world_size(saved, now, lr
                                 world_size=2, optimizer_lr=0.1)
     assert engine.state.target_lr == pytest.approx(lr) and engine.state.ops.get_lr() == pytest.approx(lr)
     assert ("rescaled" in caplog.text) == (lr != 0.1)
+
+
+def test_a_nan_loss_with_finite_gradients_is_named_as_such(caplog):
+    with pytest.raises(NonFiniteError, match=r"a non-finite loss \(NaN or inf\) at step 5 \(epoch 0\), its gradients "
+                                             r"finite; ranks 0, 2' losses were NaN or inf"):
+        NonFiniteGuard().on_nonfinite(Gathered([False, True, False]), 5, 0, True, gradients_finite=True)
+    with caplog.at_level(logging.WARNING, logger="hvdkit"):
+        assert NonFiniteGuard("warn").on_nonfinite(Gathered([True, False, True]), 5, 0, True, gradients_finite=True)
+    assert "update applied (nonfinite='warn')" in caplog.text and "no longer finite" not in caplog.text

@@ -88,15 +88,22 @@ def _cli(*args, timeout=60):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("args, message", [
     (["--params", "25e6", "--nodes", "1", "--link-gbit", "1", "--step-ms", "100"],
-     "argument --nodes: must be an integer >= 2, got '1'"),
+     "argument --nodes: must be an integer between 2 and 1e+06, got '1'"),
     (["--params", "25e6", "--nodes", "4", "--link-gbit", "0", "--step-ms", "100"],
-     "argument --link-gbit: must be a number > 0, got '0'"),
+     "argument --link-gbit: must be a number > 0 and <= 1e+06, got '0'"),
     (["--params", "1.5", "--nodes", "4", "--link-gbit", "1", "--step-ms", "100"],
-     "argument --params: must be an integer >= 1, got '1.5'"),
+     "argument --params: must be an integer between 1 and 1e+15, got '1.5'"),
     (["--params", "25e6", "--nodes", "4", "--link-gbit", "1", "--step-ms", "nan"],
-     "argument --step-ms: must be a number > 0, got 'nan'"),
+     "argument --step-ms: must be a number > 0 and <= 1e+09, got 'nan'"),
     (["--params", "25e6", "--nodes", "4", "--link-gbit", "1", "--step-ms", "100", "--latency-ms", "-1"],
-     "argument --latency-ms: must be a number >= 0, got '-1'"),
+     "argument --latency-ms: must be a number between 0 and 1e+06, got '-1'"),
+    # numbers too large to mean anything: refused, not an OverflowError or a nonsense plan
+    (["--params", "1e308", "--nodes", "4", "--link-gbit", "1", "--step-ms", "100"],
+     "argument --params: must be an integer between 1 and 1e+15, got '1e308'"),
+    (["--params", "25e6", "--nodes", "1e300", "--ranks-per-node", "1e300", "--link-gbit", "1", "--step-ms", "100"],
+     "argument --nodes: must be an integer between 2 and 1e+06, got '1e300'"),
+    (["--params", "25e6", "--nodes", "4", "--link-gbit", "1", "--step-ms", "100", "--servers", "1e12"],
+     "argument --servers: must be an integer between 1 and 1024, got '1e12'"),
     (["--model", "missing.safetensors", "--nodes", "4", "--link-gbit", "1", "--step-ms", "100"],
      "--model must be a safetensors file, got 'missing.safetensors'"),
 ])

@@ -79,8 +79,17 @@ def cluster(tmp_path_factory):
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this module
     sys.path.insert(0, str(EXAMPLE_DIR))  # the example's train(), which the workers import from PYTHONPATH
     tmp = tmp_path_factory.mktemp("ray")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(EXAMPLE_DIR)]),
-           "RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
+    # Ray's per-user state (~/.ray/auth_token, which any earlier local ray.init() leaves, turns `ray start`'s
+    # token authentication on) in a HOME of the cluster's own, and none of the caller's RAY_AUTH_* variables.
+    home = tmp / "home"
+    home.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}, "HOME": str(home),
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(EXAMPLE_DIR)]), "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
+    isolated = pytest.MonkeyPatch()
+    isolated.setenv("HOME", str(home))
+    for name in [k for k in os.environ if k.startswith("RAY_AUTH_")]:
+        isolated.delenv(name)
     common = ["--num-cpus=2", "--object-store-memory=200000000", "--block", "--disable-usage-stats"]
     nodes = []
     t0 = time.perf_counter()
@@ -99,6 +108,7 @@ def cluster(tmp_path_factory):
         yield address
     finally:
         ray.shutdown()
+        isolated.undo()
         # `ray start --block` stops its node's processes on SIGTERM (the second node drains at once); the
         # head would wait 30 s for its own GCS to drain it, so its process group is killed.
         for node, sig in zip(reversed(nodes), (signal.SIGTERM, signal.SIGKILL)):
@@ -234,5 +244,42 @@ def test_ray_executor_runs_a_horovod_function_on_both_nodes(cluster):
         assert executor.execute_single(lambda executable: executable) is None
         nodes = executor.execute(lambda _: __import__("os").environ["HOROVOD_HOSTNAME"])
         assert len(set(nodes)) == 2  # 2 CPUs a worker: one worker on each node
+    finally:
+        executor.shutdown()
+
+
+def _fails_on_rank_1() -> int:
+    """Rank 1 raises before the allreduce that rank 0 then waits in for ever."""
+    import horovod.torch as hvd
+    import torch
+
+    hvd.init()
+    if hvd.rank() == 1:
+        raise ValueError("rank 1 fails on purpose")
+    return int(hvd.allreduce(torch.tensor([1.0]), op=hvd.Sum)[0])
+
+
+def test_ray_executor_after_a_rank_raised_says_so_instead_of_blocking(cluster):
+    from hvdkit.integrations.ray import RayExecutor
+
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=30), num_workers=2)
+    executor.start()
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(ValueError, match="rank 1 fails on purpose") as raised:
+            executor.run(_fails_on_rank_1)  # not blocked behind rank 0's allreduce
+        assert "rank 1 raised ValueError" in "\n".join(getattr(raised.value, "__notes__", []))
+        with pytest.raises(RuntimeError, match=r"rank 1 raised ValueError: rank 1 fails on purpose .* call start\(\) "
+                                               r"again"):
+            executor.run(_horovod_fn, kwargs={"scale": 1.0})
+        # the same through run_remote, whose values the caller never fetched
+        executor.start()
+        refs = executor.run_remote(_fails_on_rank_1)
+        ray.wait([refs[1]], timeout=60)
+        with pytest.raises(RuntimeError, match=r"rank 1 raised ValueError: rank 1 fails on purpose"):
+            executor.run(_horovod_fn, kwargs={"scale": 1.0})
+        assert time.perf_counter() - t0 < 120
+        executor.start()  # a new job works
+        assert executor.run(_horovod_fn, kwargs={"scale": 3.0}) == [(0, 2, 3.0), (1, 2, 3.0)]
     finally:
         executor.shutdown()

@@ -109,6 +109,25 @@ if __name__ == "__main__":
     # the usual script: main() calls the run, through another function; a bare main() call starts it
     ("from hvdkit.integrations import spark\ndef go():\n    spark.run(train)\ndef main():\n    go()\ndef other():\n"
      "    pass\nother()\nmain()\n", [9]),
+    # a module-level lambda that reaches the run, called bare
+    ("import hvdkit.spark\nstart = lambda: hvdkit.spark.run(train)\nstart()\n", [3]),
+    # the run assigned to another name, or a function that reaches it
+    ("import hvdkit.spark\ngo = hvdkit.spark.run\ngo(train)\n", [3]),
+    ("import hvdkit.spark\ndef main():\n    hvdkit.spark.run(train)\nentry = main\nentry()\n", [5]),
+    # functools.partial of the run, called later or at once
+    ("import functools\nimport hvdkit.spark\ngo = functools.partial(hvdkit.spark.run, train, num_proc=2)\ngo()\n",
+     [4]),
+    ("from functools import partial\nimport horovod.spark\npartial(horovod.spark.run, train)()\n", [3]),
+    # a class's method (through self, a static method, an instance made at module level, a constructor)
+    ("import hvdkit.spark\nclass Driver:\n    def start(self):\n        self.go()\n    def go(self):\n"
+     "        hvdkit.spark.run(train)\nDriver().start()\nd = Driver()\nd.start()\n", [7, 9]),
+    ("import hvdkit.spark\nclass Driver:\n    @staticmethod\n    def go():\n        hvdkit.spark.run(train)\n"
+     "Driver.go()\n", [6]),
+    ("import hvdkit.spark\nclass Driver:\n    def __init__(self):\n        hvdkit.spark.run(train)\n"
+     "Driver()\n", [5]),
+    # none of these start it: a method that does not reach the run, a lambda never called
+    ("import hvdkit.spark\nclass Driver:\n    def start(self):\n        hvdkit.spark.run(train)\n"
+     "    def other(self):\n        pass\nDriver().other()\nstart = lambda: hvdkit.spark.run(train)\n", []),
 ])
 def test_unguarded_run_calls_finds_module_level_runs_under_any_alias(source, lines):
     assert hk_spark.unguarded_run_calls(source) == lines

@@ -18,6 +18,9 @@ IN_ONE_JOB = {
     # 64 rows, 4 per rank and step: 8 steps per epoch; rank 1's loss is NaN at step 20 (epoch 2)
     "nonfinite": ("numerics_torch.py", "--policies", "default,skip,warn", "--checkpoint-dir", "{out}/nonfinite",
                   "--nan-rank", "1", "--nan-step", "20", "--keep", "2"),
+    # the same, rank 1's loss NaN with finite gradients (a NaN term that does not depend on the weights)
+    "nonfinite_loss": ("numerics_torch.py", "--policies", "default,skip", "--checkpoint-dir", "{out}/nonfinite_loss",
+                       "--nan-rank", "1", "--nan-step", "20", "--nan-in", "loss", "--keep", "2"),
     "uninterrupted": ("torch_train.py", "--results", "{out}/uninterrupted", *WARMUP, "--epochs", "4",
                       "--checkpoint-dir", "{out}/uninterrupted-ckpt"),
     "two_ranks": ("torch_train.py", "--results", "{out}/two_ranks", "--batch", "8", "--epochs", "3",

@@ -54,3 +54,17 @@ def test_warn_applies_the_step_but_never_checkpoints_the_nan_weights(policies):
     # keep=2 kept the last two finite checkpoints: the NaN epoch was never written, so nothing pushed them out
     assert rows[0]["checkpoints"] == [["ckpt-000001-0000000008.safetensors", True],
                                       ["ckpt-000002-0000000016.safetensors", True]]
+
+
+@pytest.mark.timeout(480)  # the shared job (conftest.py) may start in this test
+def test_a_nan_loss_with_finite_gradients_is_stopped_or_skipped_too(torch_job):
+    rows: dict[str, list[dict]] = {}
+    for row in sorted(tagged_json(torch_job("nonfinite_loss").stdout, "RESULT"), key=lambda r: r["rank"]):
+        rows.setdefault(row["policy"], []).append(row)
+    for r in rows["default"]:
+        assert (r["error"] or "").startswith("NonFiniteError: a non-finite loss (NaN or inf) at step 20 (epoch 2), "
+                                             "its gradients finite; rank 1's loss was NaN or inf"), r["error"]
+        assert r["weights_finite"] and r["step"] == 20  # stopped before the update
+    for r in rows["skip"]:
+        assert r["error"] is None and r["skipped"] == 1 and r["weights_finite"]
+    assert rows["skip"][0]["weights"] == rows["skip"][1]["weights"]

@@ -23,6 +23,8 @@ p.add_argument("--nonfinite", help="the Trainer's default when not given")
 p.add_argument("--policies", help="comma list of --nonfinite values, 'default' for none; one run each")
 p.add_argument("--nan-rank", type=int, default=-1)
 p.add_argument("--nan-step", type=int, default=-1)
+p.add_argument("--nan-in", choices=["gradients", "loss"], default="gradients",
+               help="loss: a NaN term that does not depend on the weights (the gradients stay finite)")
 p.add_argument("--epochs", type=int, default=3)
 p.add_argument("--batch", type=int, default=4, help="per rank")
 p.add_argument("--accumulate", type=int, default=1)
@@ -52,7 +54,9 @@ class Poison(Callback):
 
 def loss_fn(out, target):
     loss = nn.functional.cross_entropy(out, target)
-    return loss * float("nan") if Poison.active else loss
+    if not Poison.active:
+        return loss
+    return loss * float("nan") if args.nan_in == "gradients" else loss + torch.tensor(float("nan"))
 
 
 def run(nonfinite, checkpoint_dir):

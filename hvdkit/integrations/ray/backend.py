@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
+from ray.exceptions import AuthenticationError
 from ray.train.backend import Backend, BackendConfig
 from ray.train.v2.api.config import ScalingConfig
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
+from hvdkit.integrations.ray import auth
 from hvdkit.runtime.environments.ray import WORKER_VAR as RAY_RANK_VAR  # hvdkit doctor names the Ray context
 from hvdkit.runtime.gloo import Slot, gloo_env, host_plan
 
@@ -84,9 +86,14 @@ def check_resources(num_workers: int, per_worker: Mapping[str, float], *, what: 
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"{what}: num_workers must be at least 1 (one Horovod rank per Ray worker), got "
                          f"{num_workers!r}")
-    if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS"))
-    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    try:
+        if not ray.is_initialized():
+            ray.init(address=os.environ.get("RAY_ADDRESS"))
+        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    except (ConnectionError, AuthenticationError) as exc:  # Ray's message names neither side's setting
+        raise ConnectionError(f"{what}: cannot reach the Ray cluster ({type(exc).__name__}: "
+                              f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}). {auth.advice()}"
+                              ) from exc
     need = {k: v for k, v in per_worker.items() if v}
     fits = sum(min((math.floor(node.get(k, 0) / v + 1e-9) for k, v in need.items()), default=num_workers)
                for node in nodes)

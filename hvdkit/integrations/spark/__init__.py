@@ -50,12 +50,18 @@ def _is_main_guard(node: ast.stmt) -> bool:
             and {s.value for s in sides if isinstance(s, ast.Constant)} == {"__main__"})
 
 
+#: ``functools.partial(f, ...)`` calls ``f`` when it is called
+_PARTIALS = frozenset({"functools.partial", "partial"})
+
+
 def unguarded_run_calls(source: str) -> list[int]:
     """Lines where importing ``source`` would start ``horovod.spark.run`` (or ``run_elastic``, or
     :func:`run`, under any alias): module-level calls outside the main guard, to the run or to a
-    module-level function that reaches it (``def main(): ... run(...)`` then a bare ``main()``)."""
+    module-level callable that reaches it: a function (``def main(): ... run(...)`` then a bare
+    ``main()``), a lambda, another name for either, a ``functools.partial`` of either, or a class's
+    method or constructor (``Driver().start()``)."""
     tree = ast.parse(source)
-    aliases: dict[str, str] = {}  # local name -> what it was imported as
+    aliases: dict[str, str] = {}  # local name -> what it was imported as, or the callable it was assigned
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -63,20 +69,50 @@ def unguarded_run_calls(source: str) -> list[int]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for a in node.names:
                 aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    classes = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
 
-    def resolve(func: ast.expr) -> str | None:
+    def resolve(func: ast.expr, owner: str | None = None, me: str | None = None) -> str | None:
+        """What calling ``func`` calls, by its full name (``self.go`` in a method of ``owner``: ``owner.go``)."""
+        if isinstance(func, ast.Call):  # partial(f, ...)(): f
+            if resolve(func.func, owner, me) in _PARTIALS and func.args:
+                return resolve(func.args[0], owner, me)
+            return None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):  # Driver().start
+            made = resolve(func.value.func, owner, me)
+            return f"{made}.{func.attr}" if made in classes else None
         name = _dotted(func)
         if name is None:
             return None
         head, _, rest = name.partition(".")
-        return aliases.get(head, head) + (f".{rest}" if rest else "")
+        base = owner if owner is not None and head == me else aliases.get(head, head)
+        return base + (f".{rest}" if rest else "")
 
-    def called(node: ast.AST) -> set[str]:
-        return {name for sub in ast.walk(node) if isinstance(sub, ast.Call) and (name := resolve(sub.func))}
+    def called(node: ast.AST, owner: str | None = None, me: str | None = None) -> set[str]:
+        return {name for sub in ast.walk(node) if isinstance(sub, ast.Call) and (name := resolve(sub.func, owner, me))}
 
-    functions = {f.name: called(f) for f in tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    functions: dict[str, set[str]] = {}  # module-level callable -> what calling it calls
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions[node.name] = called(node)
+        elif isinstance(node, ast.ClassDef):
+            functions[node.name] = {f"{node.name}.__init__", f"{node.name}.__new__"}
+            for f in node.body:
+                if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    first = f.args.posonlyargs + f.args.args
+                    functions[f"{node.name}.{f.name}"] = called(f, node.name, first[0].arg if first else None)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target, value = node.targets[0].id, node.value
+            if isinstance(value, ast.Lambda):
+                functions[target] = called(value.body)
+            elif isinstance(value, ast.Call) and resolve(value.func) in _PARTIALS and value.args:
+                if (partial_of := resolve(value.args[0])) is not None:
+                    aliases[target] = partial_of
+            elif isinstance(value, ast.Call) and resolve(value.func) in classes:
+                aliases[target] = str(resolve(value.func))  # an instance: its methods are the class's
+            elif (other := resolve(value)) is not None:
+                aliases[target] = other
     starters = set(RUN_FUNCTIONS)
-    while True:  # functions that reach the run through other module-level functions
+    while True:  # callables that reach the run through other module-level callables
         more = {name for name, calls in functions.items() if calls & starters} - starters
         if not more:
             break

@@ -94,7 +94,20 @@ def detect(environ: MutableMapping[str, str] | None = None, cores: int = 1) -> L
                                "one process here; hvdkit.integrations.ray.HorovodTrainer(train, "
                                "scaling_config=ScalingConfig(num_workers=N)).fit() trains on N Ray workers")
     return LauncherContext("local", f"no launcher: one process on this machine ({cores} core(s))",
-                           "one process, or `horovodrun -np N -H localhost:N` for N on this machine")
+                           "one process, or `horovodrun -np N -H localhost:N` for N on this machine",
+                           _stray_rank(env))
+
+
+def _stray_rank(env: MutableMapping[str, str]) -> str | None:
+    """Why a process no launcher started cannot train as the rank its HOROVOD_RANK/SIZE name: Horovod
+    ignores them without a rendezvous and trains alone, as rank 0 of 1."""
+    rank, size = env.get("HOROVOD_RANK", "0").strip(), env.get("HOROVOD_SIZE", "1").strip()
+    if (rank, size) == ("0", "1"):
+        return None
+    named = " and ".join(f"{v}={env[v]}" for v in ("HOROVOD_RANK", "HOROVOD_SIZE") if v in env)
+    return (f"{named} set, but no launcher started this process (no HOROVOD_HOSTNAME and Gloo rendezvous from "
+            "horovodrun, no MPI rank): Horovod would ignore them and train alone as rank 0 of 1. Start it with "
+            f"`horovodrun -np N ...`, or unset {' and '.join(v for v in ('HOROVOD_RANK', 'HOROVOD_SIZE') if v in env)}")
 
 
 def prepare_process(environ: MutableMapping[str, str] | None = None) -> LauncherContext:

@@ -27,20 +27,25 @@ def expand_hostlist(hostlist: str) -> list[str]:
         raise ValueError(f"Slurm host list {hostlist!r}: {e} (`scontrol show hostnames` prints the names)") from e
 
 
-def expand_tasks_per_node(spec: str) -> list[int]:
-    """Slurm's per-node task counts (``2(x3),1``) as a list (``[2, 2, 2, 1]``)."""
+def expand_tasks_per_node(spec: str, variable: str = "SLURM_TASKS_PER_NODE") -> list[int]:
+    """Slurm's per-node task counts (``2(x3),1``) as a list (``[2, 2, 2, 1]``), each at least 1."""
     require("hostlist", extra="slurm")
     import hostlist as _hostlist
 
     try:
-        return _hostlist.parse_slurm_tasks_per_node(spec)
+        counts = _hostlist.parse_slurm_tasks_per_node(spec)
     except _hostlist.BadHostlist as e:
         raise ValueError(f"Slurm tasks per node {spec!r}: cannot read it ({e})") from e
+    if not counts or min(counts) < 1:  # srun --ntasks=0 would start nothing and wait
+        raise ValueError(f"{variable} must give every node at least 1 task, got {spec!r}")
+    return counts
 
 
-def summary(plan: list[Slot]) -> str:
-    """``host:ranks,...`` in host order: what the rendezvous was sized for, checked again by each task."""
-    return ",".join(f"{s.hostname}:{s.local_size}" for s in plan if s.local_rank == 0)
+def _required(env: Mapping[str, str], name: str) -> str:
+    if not env.get(name):
+        raise ValueError(f"{name} is not set: Slurm sets it in every job; run this from an sbatch script or an "
+                         "salloc shell (or srun step) of the allocation")
+    return env[name]
 
 
 def in_step(env: Mapping[str, str]) -> bool:
@@ -55,14 +60,15 @@ def in_allocation(env: Mapping[str, str]) -> bool:
 
 def allocation_plan(env: Mapping[str, str]) -> list[Slot]:
     """The plan of the whole allocation (what ``srun`` with no task options starts)."""
-    hosts = expand_hostlist(env["SLURM_JOB_NODELIST"])
-    return host_plan(hosts, expand_tasks_per_node(env["SLURM_TASKS_PER_NODE"]))
+    hosts = expand_hostlist(_required(env, "SLURM_JOB_NODELIST"))
+    return host_plan(hosts, expand_tasks_per_node(_required(env, "SLURM_TASKS_PER_NODE")))
 
 
 def step_plan(env: Mapping[str, str]) -> list[Slot]:
     """The plan of this task's step."""
-    hosts = expand_hostlist(env["SLURM_STEP_NODELIST"])
-    return host_plan(hosts, expand_tasks_per_node(env["SLURM_STEP_TASKS_PER_NODE"]))
+    hosts = expand_hostlist(_required(env, "SLURM_STEP_NODELIST"))
+    return host_plan(hosts, expand_tasks_per_node(_required(env, "SLURM_STEP_TASKS_PER_NODE"),
+                                                  "SLURM_STEP_TASKS_PER_NODE"))
 
 
 def step_slot(env: Mapping[str, str]) -> Slot:
