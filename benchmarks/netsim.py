@@ -51,6 +51,7 @@ class Cluster:
         self.bridge = f"{self.tag}br"
         self.forward_rule = False
         self.rate_gbit: float | None = None
+        self.tmp: str | None = None  # the nodes' Open MPI session directories, one folder each (netsim-agent)
 
     # -- life cycle -----------------------------------------------------------------------------------
     def __enter__(self) -> Cluster:
@@ -89,6 +90,7 @@ class Cluster:
         return [self.addr(i) for i in range(first, first + k)]
 
     def _build(self) -> None:
+        self.tmp = tempfile.mkdtemp(prefix=f"{self.tag}-")
         _ip("link", "add", self.bridge, "type", "bridge")
         _ip("addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
@@ -132,6 +134,9 @@ class Cluster:
             subprocess.run(["iptables", "-w", "-D", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT"],
                            capture_output=True, timeout=30)
             self.forward_rule = False
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
 
     # -- links ----------------------------------------------------------------------------------------
     def shape(self, gbit: float | None, nodes: Sequence[int] | None = None) -> None:
@@ -157,7 +162,7 @@ class Cluster:
 
     # -- jobs -----------------------------------------------------------------------------------------
     def _env(self, env: dict[str, str] | None) -> dict[str, str]:
-        return {**os.environ, "HVDKIT_NETSIM_TAG": self.tag,
+        return {**os.environ, "HVDKIT_NETSIM_TAG": self.tag, "HVDKIT_NETSIM_TMP": str(self.tmp),
                 "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
                 # ranks wait for the network most of the time: let the 2 cores go to the one that can work
                 "OMPI_MCA_mpi_yield_when_idle": "1", "OMP_NUM_THREADS": "1", **(env or {})}
