@@ -178,7 +178,11 @@ class Cluster:
             cmd = ["mpirun", "--allow-run-as-root", "-np", str(len(hosts)), "-H", ",".join(f"{h}:1" for h in hosts),
                    "--bind-to", "none", "--mca", "plm_rsh_agent", str(AGENT), "--mca", "plm_rsh_no_tree_spawn", "1",
                    "--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", net,
-                   "--mca", "oob_tcp_if_include", net, sys.executable, "-m", module, *args, "--results", str(out)]
+                   "--mca", "oob_tcp_if_include", net,
+                   # orted stays the agent's child instead of daemonizing: a daemon that fails to start then
+                   # fails the job at once, with its error, instead of leaving mpirun waiting for its call-back
+                   "--mca", "orte_leave_session_attached", "1",
+                   sys.executable, "-m", module, *args, "--results", str(out)]
             penv = self._env(env)
             for attempt in (1, 2):
                 try:
@@ -186,8 +190,8 @@ class Cluster:
                                           start_new_session=True)
                     break
                 except subprocess.TimeoutExpired:
-                    # Seen now and then here: one orted never calls back and mpirun waits for it.
-                    # Clear the job's processes out of its nodes and start it once more.
+                    # A guard against a hang of unknown cause (a daemon that dies at start fails the job,
+                    # above): clear the job's processes out of its nodes and start it once more.
                     self._kill(hosts)
                     if attempt == 2:
                         raise ClusterError(f"{' '.join(cmd)} did not finish in {timeout:.0f} s, twice") from None

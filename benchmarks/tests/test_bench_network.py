@@ -1,7 +1,6 @@
 """``benchmarks/run network`` for real at its smallest: 2 nodes in network namespaces with 1 Gbit/s links, a
 2 M-parameter payload, ring (Horovod) and one parameter server, each row next to its analytic bound and hvdkit
-plan's prediction. The full run is ``scripts/slow-checks.sh network``; the tree stays out of CI (its Open MPI
-launch into the namespaces hangs more often; netsim retries a hung launch once)."""
+plan's prediction. The full run is ``scripts/slow-checks.sh network``; the tree (8 nodes) stays there."""
 
 import json
 import os
