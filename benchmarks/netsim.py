@@ -51,6 +51,7 @@ class Cluster:
         self.bridge = f"{self.tag}br"
         self.forward_rule = False
         self.rate_gbit: float | None = None
+        self.tmp: str | None = None  # the nodes' Open MPI session directories, one folder each (netsim-agent)
 
     # -- life cycle -----------------------------------------------------------------------------------
     def __enter__(self) -> Cluster:
@@ -89,6 +90,7 @@ class Cluster:
         return [self.addr(i) for i in range(first, first + k)]
 
     def _build(self) -> None:
+        self.tmp = tempfile.mkdtemp(prefix=f"{self.tag}-")
         _ip("link", "add", self.bridge, "type", "bridge")
         _ip("addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
@@ -132,6 +134,9 @@ class Cluster:
             subprocess.run(["iptables", "-w", "-D", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT"],
                            capture_output=True, timeout=30)
             self.forward_rule = False
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
 
     # -- links ----------------------------------------------------------------------------------------
     def shape(self, gbit: float | None, nodes: Sequence[int] | None = None) -> None:
@@ -157,7 +162,7 @@ class Cluster:
 
     # -- jobs -----------------------------------------------------------------------------------------
     def _env(self, env: dict[str, str] | None) -> dict[str, str]:
-        return {**os.environ, "HVDKIT_NETSIM_TAG": self.tag,
+        return {**os.environ, "HVDKIT_NETSIM_TAG": self.tag, "HVDKIT_NETSIM_TMP": str(self.tmp),
                 "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
                 # ranks wait for the network most of the time: let the 2 cores go to the one that can work
                 "OMPI_MCA_mpi_yield_when_idle": "1", "OMP_NUM_THREADS": "1", **(env or {})}
@@ -173,7 +178,11 @@ class Cluster:
             cmd = ["mpirun", "--allow-run-as-root", "-np", str(len(hosts)), "-H", ",".join(f"{h}:1" for h in hosts),
                    "--bind-to", "none", "--mca", "plm_rsh_agent", str(AGENT), "--mca", "plm_rsh_no_tree_spawn", "1",
                    "--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", net,
-                   "--mca", "oob_tcp_if_include", net, sys.executable, "-m", module, *args, "--results", str(out)]
+                   "--mca", "oob_tcp_if_include", net,
+                   # orted stays the agent's child instead of daemonizing: a daemon that fails to start then
+                   # fails the job at once, with its error, instead of leaving mpirun waiting for its call-back
+                   "--mca", "orte_leave_session_attached", "1",
+                   sys.executable, "-m", module, *args, "--results", str(out)]
             penv = self._env(env)
             for attempt in (1, 2):
                 try:
@@ -181,8 +190,8 @@ class Cluster:
                                           start_new_session=True)
                     break
                 except subprocess.TimeoutExpired:
-                    # Seen now and then here: one orted never calls back and mpirun waits for it.
-                    # Clear the job's processes out of its nodes and start it once more.
+                    # A guard against a hang of unknown cause (a daemon that dies at start fails the job,
+                    # above): clear the job's processes out of its nodes and start it once more.
                     self._kill(hosts)
                     if attempt == 2:
                         raise ClusterError(f"{' '.join(cmd)} did not finish in {timeout:.0f} s, twice") from None

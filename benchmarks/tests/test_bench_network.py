@@ -1,12 +1,12 @@
 """``benchmarks/run network`` for real at its smallest: 2 nodes in network namespaces with 1 Gbit/s links, a
 2 M-parameter payload, ring (Horovod) and one parameter server, each row next to its analytic bound and hvdkit
-plan's prediction. The full run is ``scripts/slow-checks.sh network``; the tree stays out of CI (its Open MPI
-launch into the namespaces hangs more often; netsim retries a hung launch once)."""
+plan's prediction. The full run is ``scripts/slow-checks.sh network``; the tree (8 nodes) stays there."""
 
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import REPO, requires_horovod
@@ -42,3 +42,37 @@ def test_network_smoke_two_nodes(tmp_path):
     for what in (["netns", "list"], ["link", "show"]):
         left = subprocess.run(["ip", *what], capture_output=True, text=True, timeout=30).stdout
         assert net["cluster"] not in left, left
+
+
+def _root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+
+
+@pytest.mark.timeout(60)
+def test_each_node_keeps_its_own_open_mpi_session_directory():
+    """The nodes share this machine's /tmp and hostname: with one session directory, an orted starting
+    clears another's, which then dies unseen and its launch hangs. The agent gives each node its own."""
+    from benchmarks.netsim import AGENT, Cluster
+
+    _root()
+    with Cluster(2) as c:
+        got = [subprocess.run([str(AGENT), "-x", host, "echo $OMPI_MCA_orte_tmpdir_base"], env=c._env(None),
+                              capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+               for host in c.hosts(2)]
+        assert len(set(got)) == 2 and all(os.path.dirname(d) == c.tmp for d in got), got
+        tmp = c.tmp
+    assert not os.path.exists(tmp)  # removed with the cluster
+
+
+@pytest.mark.timeout(60)
+def test_a_daemon_that_cannot_start_fails_the_job_at_once():
+    """A node's orted that dies in its start-up (here: its session directory cannot be made) fails the job
+    with the daemon's own error, instead of mpirun waiting for it until the time limit, twice."""
+    from benchmarks.netsim import Cluster, ClusterError
+
+    _root()
+    with Cluster(2) as c:
+        (Path(c.tmp) / c.hosts(2)[1].rsplit(".", 1)[1]).write_text("a file where the directory would go")
+        with pytest.raises(ClusterError, match="orte_session_dir failed"):
+            c.mpirun(c.hosts(2), "benchmarks.workers.netcoll", ["--algo", "pingpong", "--params", "1"], timeout=20)
