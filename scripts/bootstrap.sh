@@ -20,7 +20,7 @@ quiet_pip() { python -m pip "$@" 2> >(grep -v "^WARNING: Location '.*' is ignore
 
 # 1. A supported Python, then system packages -----------------------------------------
 # Build: Open MPI, cmake, a compiler, Python's headers. Tests: sshd and iproute2 (the namespace
-# cluster), the linters shellcheck and docker-compose (the Docker checks), Java for Spark (tests/spark).
+# cluster), the linters shellcheck and docker-compose (the Docker checks), Java for Spark (tests/integrations/spark).
 apt_pkgs=(openmpi-bin libopenmpi-dev cmake g++ make git openssh-client openssh-server iproute2 procps
           shellcheck docker-compose ca-certificates default-jre-headless)
 py=$(bash "$repo/scripts/find-python.sh") || py=""

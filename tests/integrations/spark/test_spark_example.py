@@ -10,7 +10,7 @@ import pytest
 from helpers import REPO, requires_horovod
 
 # A slow_check: CI runs the same example's training under horovod.spark.run on Gloo and MPI in
-# tests/spark/test_spark_training.py; this adds only the user's own Spark session around it.
+# tests/integrations/spark/test_spark_training.py; this adds only the user's own Spark session around it.
 pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.slow, pytest.mark.slow_check]
 
 
