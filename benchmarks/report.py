@@ -112,6 +112,10 @@ def tables(results: Result) -> list[Table]:
         from benchmarks.suites.network import tables as network_tables
 
         out += network_tables(suites["network"])
+    if "gpu" in suites:
+        from benchmarks.suites.gpu import tables as gpu_tables
+
+        out += gpu_tables(suites["gpu"])
     if "precision" in suites:
         r = suites["precision"]["result"]
         out.append(("Precision, epochs alternating in one 2-process job", ["fp32 ms/step", "bf16 ms/step"],

@@ -35,6 +35,20 @@ def test_rows_are_scored_per_algorithm_and_the_diagnosis_stays_out_of_plan():
     assert err["held_out tree"]["worst"] == pytest.approx(expected)
 
 
+
+def test_fp16_targets_judge_hvdkits_compressor_and_report_horovods_as_a_diagnosis():
+    def rounds(name, seconds):
+        return {**_row(name, 4, seconds[0]), "rounds": seconds}
+
+    rows = [rounds(network.RING, [1.7, 1.7, 1.7]), rounds(network.FP16, [1.4, 1.4, 1.4]),
+            rounds(network.FP16_REUSE, [1.0, 1.0, 1.0])]
+    fp16 = {t["target"]: t for t in network.targets(rows) if "compression" in t["target"]}
+    ours = [t for name, t in fp16.items() if "hvdkit's compression='fp16'" in name]
+    horovods = [t for name, t in fp16.items() if "Horovod's Compression.fp16" in name]
+    assert len(ours) == len(horovods) == 1 and len(fp16) == 2
+    assert ours[0]["goal"] == 1.5 and ours[0]["measured"] == pytest.approx(1.7)  # what users get is judged
+    assert horovods[0]["goal"] is None and horovods[0]["measured"] == pytest.approx(1.7 / 1.4)
+
 @requires_horovod
 @pytest.mark.horovod
 @pytest.mark.timeout(240)

@@ -183,10 +183,27 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, name: str | None
     return wrap(optimizer) if scaled is None else scaled
 
 
+def _config_keeping_schedule(optimizer: keras.optimizers.Optimizer) -> dict[str, Any]:
+    """``optimizer.get_config()`` whose ``learning_rate`` is the optimizer's own schedule (or callable) object.
+
+    Keras serialises a schedule in ``get_config`` and rebuilds it in ``from_config``, which fails for a schedule
+    class without ``get_config`` or not registered; the wrapped optimizer shares the object instead."""
+    lr = getattr(optimizer, "_learning_rate", None)
+    if not (isinstance(lr, keras.optimizers.schedules.LearningRateSchedule) or callable(lr)):
+        return dict(optimizer.get_config())
+    optimizer._learning_rate = 0.0  # a placeholder get_config does not serialise, put back at once
+    try:
+        config = dict(optimizer.get_config())
+    finally:
+        optimizer._learning_rate = lr
+    config["learning_rate"] = lr
+    return config
+
+
 def _wrap(optimizer: keras.optimizers.Optimizer, name: str | None, backward_passes_per_step: int,
           average_aggregated_gradients: bool, reduce: dict[str, Any], nonfinite: str) -> keras.optimizers.Optimizer:
     """The distributed copy of a plain (checked) optimizer."""
-    config = optimizer.get_config()
+    config = _config_keeping_schedule(optimizer)
     if name is not None:
         config["name"] = name
     if backward_passes_per_step > 1:

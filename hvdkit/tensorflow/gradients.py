@@ -69,6 +69,15 @@ def allreduce_gradients(grads: Sequence[Any], *, op: Any = "average", compressio
     return result
 
 
+def _unconnected_is_zero(value: Any) -> bool:
+    """Whether ``unconnected_gradients`` (a ``tf.UnconnectedGradients`` or its name) asks for zeros."""
+    try:
+        return tf.UnconnectedGradients(value) == tf.UnconnectedGradients.ZERO
+    except ValueError:
+        raise ValueError("unconnected_gradients must be tf.UnconnectedGradients.NONE or .ZERO (or 'none', 'zero'), "
+                         f"got {value!r}") from None
+
+
 def _tf_source(s: Any) -> Any:
     return s if isinstance(s, tf.Tensor) else to_tf_variable(s)
 
@@ -138,16 +147,36 @@ class DistributedGradientTape:
             return reduce(grads, variables, *args)
         self._hvd_tape._allreduce_grads = agreed_then_reduced
 
-    def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
-                 use_generic_names: bool = False) -> Any:
+    def gradient(self, target: Any, sources: Any, output_gradients: Any = None, use_generic_names: bool = False,
+                 unconnected_gradients: Any = tf.UnconnectedGradients.NONE) -> Any:
         """The gradients of ``target`` w.r.t. ``sources``, reduced over workers, shaped as ``sources``.
+
         A gradient that is None on some ranks only is an error on every rank, naming the variable (each
-        rank would wait for the others in a different allreduce)."""
+        rank would wait for the others in a different allreduce). ``unconnected_gradients`` as
+        ``tf.GradientTape.gradient`` takes it: with ``ZERO`` (or ``"zero"``) a source the target does not
+        depend on gets zeros, reduced like every other gradient, so ranks whose losses use different
+        variables (a branch taken on some ranks) still reduce the same tensors."""
         if in_xla_context():
             raise RuntimeError(_XLA_MESSAGE)
+        zero = _unconnected_is_zero(unconnected_gradients)
         flat = [_tf_source(s) for s in tf.nest.flatten(sources)]
-        grads = self._hvd_tape.gradient(target, flat, output_gradients, use_generic_names)
-        return tf.nest.pack_sequence_as(sources, list(grads))
+        if not zero:
+            grads = self._hvd_tape.gradient(target, flat, output_gradients, use_generic_names)
+            return tf.nest.pack_sequence_as(sources, list(grads))
+        # Horovod's tape takes no unconnected_gradients and leaves a None out of its allreduces: fill the
+        # zeros in on the way into its reduction (its per-tape function) so they are reduced too.
+        reduce = self._hvd_tape._allreduce_grads
+
+        def filled(grads: Sequence[Any], variables: Sequence[Any], *rest: Any) -> Any:
+            return reduce([tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)], variables, *rest)
+
+        self._hvd_tape._allreduce_grads = filled
+        try:
+            grads = self._hvd_tape.gradient(target, flat, output_gradients, use_generic_names)
+        finally:
+            self._hvd_tape._allreduce_grads = reduce
+        grads = [tf.zeros_like(s) if g is None else g for g, s in zip(grads, flat)]  # local sources' too
+        return tf.nest.pack_sequence_as(sources, grads)
 
     def register_local_source(self, source: Any) -> None:
         """Horovod's ``register_local_source``: this variable's gradient is not reduced over workers."""

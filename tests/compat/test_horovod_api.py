@@ -89,6 +89,15 @@ def test_tensorflow_collectives_return_horovods_values(tf_ranks):
         assert "Use keras.layers.BatchNormalization" in res["syncbn_error"]
 
 
+def test_tape_unconnected_gradients_zero_reduces_a_variable_only_some_ranks_use(tf_ranks):
+    # a: gradients 1 and 2, averaged; b: unused on rank 0 (zeros), 3 on rank 1, averaged: 1.5 on both ranks
+    for res in tf_ranks:
+        assert res["unconnected_zero"] == [[1.5], [1.5]]
+        assert res["unconnected_zero_by_name"] == [[1.5], [1.5]]
+        assert res["unconnected_bad"] == ("unconnected_gradients must be tf.UnconnectedGradients.NONE or .ZERO "
+                                          "(or 'none', 'zero'), got 'zeros'")
+
+
 def test_tensorflow_variables_broadcast_whether_tf_or_keras(tf_ranks):
     for res in tf_ranks:
         assert res["broadcast_variables"] == [[0.0, 1.0], [10.0]]  # rank 0's tf.Variable and keras.Variable

@@ -50,6 +50,22 @@ def test_wrapped_optimizer_behaves_like_the_keras_one(hk, tmp_path):
     np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
 
 
+def test_a_custom_learning_rate_schedule_is_kept_by_the_wrapped_optimizer(hk):
+    import keras
+
+    class Halving(keras.optimizers.schedules.LearningRateSchedule):  # no get_config, not registered
+        def __call__(self, step):
+            return 0.1 * 0.5 ** keras.ops.cast(step, "float32")
+
+    schedule = Halving()
+    opt = hk.DistributedOptimizer(keras.optimizers.SGD(learning_rate=schedule))
+    assert opt._learning_rate is schedule
+    var = keras.Variable([1.0])
+    for _ in range(2):
+        opt.apply_gradients([(keras.ops.convert_to_tensor([1.0]), var)])
+    assert keras.ops.convert_to_numpy(var).tolist() == pytest.approx([1.0 - 0.1 - 0.05])
+
+
 def test_backward_passes_per_step_uses_keras_gradient_accumulation(hk):
     import keras
 

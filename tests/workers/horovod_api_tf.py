@@ -73,6 +73,22 @@ def traced_step(v):
 
 res["tape_tf_function"] = val(traced_step(w))
 
+# unconnected_gradients, as tf.GradientTape.gradient takes it: rank 0's loss does not use b
+a, b = tf.Variable([1.0]), tf.Variable([2.0])
+with tf.GradientTape(persistent=True) as tape:
+    loss = (r + 1.0) * tf.reduce_sum(a) + (3.0 * tf.reduce_sum(b) if r == 1 else 0.0)
+try:
+    res["unconnected_zero"] = [val(g) for g in hvd.DistributedGradientTape(tape).gradient(
+        loss, [a, b], unconnected_gradients=tf.UnconnectedGradients.ZERO)]
+    res["unconnected_zero_by_name"] = [val(g) for g in hvd.DistributedGradientTape(tape).gradient(
+        loss, {"a": a, "b": b}, unconnected_gradients="zero").values()]
+except Exception as e:  # recorded, so the other checks of this job still run
+    res["unconnected_zero"] = f"{type(e).__name__}: {e}"
+try:
+    hvd.DistributedGradientTape(tape).gradient(loss, [a], unconnected_gradients="zeros")
+except Exception as e:  # the message is checked
+    res["unconnected_bad"] = str(e)
+
 # PartialDistributedGradientTape: the local layer's gradient is not reduced (scaled by 1/size, as Horovod does)
 keras.utils.set_random_seed(1)
 shared, local = keras.layers.Dense(1, use_bias=False), keras.layers.Dense(1, use_bias=False)
