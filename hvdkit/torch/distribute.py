@@ -15,6 +15,7 @@ from hvdkit.core.deprecation import reject_unknown, renamed_kwarg
 from hvdkit.core.process_set import check_process_set
 from hvdkit.core.validation import check_int
 from hvdkit.torch.ops import broadcast_optimizer_state, broadcast_parameters, broadcast_within
+from hvdkit.torch.optimizer import torch_compatible
 
 
 class FP16Compressor:
@@ -62,7 +63,7 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
                accumulate_steps: int = 1, op: str = "average", root_rank: int | None = None,
                process_set: Any = None, **deprecated: Any) -> torch.optim.Optimizer:
     """Broadcast parameters and optimizer state from ``root_rank`` (default: rank 0); return Horovod's
-    DistributedOptimizer.
+    DistributedOptimizer, made to behave like ``optimizer`` (:mod:`hvdkit.torch.optimizer`).
 
     Gradients are averaged (``op="average"``) over workers by ring-allreduce as
     backward produces them; ``compression="fp16"`` halves the bytes on the wire (:class:`FP16Compressor`).
@@ -103,7 +104,7 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
         else:
             broadcast_within(model, optimizer, root_rank, process_set)
     extra = {} if process_set is None else {"process_set": process_set}
-    return hvd.DistributedOptimizer(
+    distributed = hvd.DistributedOptimizer(
         optimizer,
         named_parameters=model.named_parameters(),
         compression=compressor,
@@ -111,4 +112,5 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
         op=reduce_op,
         **extra,
     )
+    return torch_compatible(distributed, optimizer)
 

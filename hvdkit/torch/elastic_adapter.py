@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import horovod.torch as hvd
 import torch
+from horovod.torch.elastic.state import ModelStateHandler, OptimizerStateHandler
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from hvdkit.core.elastic.loop import ElasticLoop
 from hvdkit.core.elastic.state import LoopCommit
 from hvdkit.core.history import History
 from hvdkit.core.types import Logs
+from hvdkit.torch.ops import broadcast_optimizer_state, broadcast_parameters
 
 if TYPE_CHECKING:
     from hvdkit.torch.trainer import Trainer
@@ -28,12 +30,25 @@ if TYPE_CHECKING:
 TrainBatches = Callable[[DataLoader, Callable[[int], None], Callable[[int, Logs], None]], dict[str, float]]
 
 
+class _ModelHandler(ModelStateHandler):
+    def sync(self) -> None:
+        broadcast_parameters(self.value.state_dict(), root_rank=0)
+
+
+class _OptimizerHandler(OptimizerStateHandler):
+    def sync(self) -> None:
+        broadcast_optimizer_state(self.value, root_rank=0)
+
+
 class TorchElasticState(LoopCommit, hvd.elastic.TorchState):
-    """Horovod's ``TorchState`` (model, optimizer) plus the elastic loop's snapshot."""
+    """Horovod's ``TorchState`` (model, optimizer) plus the elastic loop's snapshot. Its sync broadcasts with
+    hvdkit's functions (structure checked first; channels_last and other memory formats in place)."""
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loop: ElasticLoop) -> None:
         self._loop = loop
         super().__init__(model=model, optimizer=optimizer, hvdkit=loop.snapshot())
+        self._handlers["model"].__class__ = _ModelHandler
+        self._handlers["optimizer"].__class__ = _OptimizerHandler
 
 
 class TorchElasticAdapter:

@@ -12,6 +12,7 @@ import torch
 from hvdkit.core.checkpoint_tree import UnsupportedValueError, join, split, tensor_bytes
 from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.types import Snapshot
+from hvdkit.torch.layout import broadcast_, describe_format, match_formats
 from hvdkit.torch.precision import Precision
 from hvdkit.torch.staging import HostStaging
 
@@ -68,11 +69,15 @@ def agree_on_layout(what: str, layout: list[tuple[Any, str]]) -> None:
 
 
 def _tensor_text(t: Any) -> str:
-    return f"shape {list(t.shape)}, {t.dtype}" if isinstance(t, torch.Tensor) else type(t).__name__
+    if not isinstance(t, torch.Tensor):
+        return type(t).__name__
+    fmt = describe_format(t)  # the broadcast moves memory as it lies: every rank must lay it out alike
+    return f"shape {list(t.shape)}, {t.dtype}" + ("" if fmt == "row-major" else f", {fmt}")
 
 
 def broadcast_parameters(params: Any, root_rank: int) -> None:
-    """Horovod's ``broadcast_parameters`` after checking every rank passes the same names, shapes and dtypes."""
+    """Horovod's ``broadcast_parameters`` after checking every rank passes the same names, shapes, dtypes and
+    memory formats; tensors in any memory format (channels_last too) are broadcast in place."""
     if isinstance(params, dict):
         items = sorted(params.items())
     elif isinstance(params, list):
@@ -81,19 +86,58 @@ def broadcast_parameters(params: Any, root_rank: int) -> None:
         raise ValueError(f"params must be a dict (a state_dict()) or a list of tensors or (name, tensor) pairs "
                          f"(list(model.named_parameters())), got {type(params).__name__}")
     agree_on_layout("broadcast_parameters", [(name, _tensor_text(t)) for name, t in items])
-    hvd.broadcast_parameters(params, root_rank)
+    broadcast_(items, root_rank)
+
+
+def _state_layout(optimizer: torch.optim.Optimizer) -> list[tuple[str, Any]]:
+    """Each parameter's optimizer state: its names and tensor shapes, dtypes and memory formats."""
+    return [(f"param_groups[{i}].params[{j}]", sorted((str(k), _tensor_text(v)) for k, v in state.items()))
+            for i, group in enumerate(optimizer.param_groups) for j, p in enumerate(group["params"])
+            if (state := optimizer.state.get(p))]
 
 
 def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int, model: Any = None) -> None:
-    """Horovod's ``broadcast_optimizer_state`` after checking every rank has the same optimizer class,
-    parameter groups (option names) and parameters (shapes, dtypes)."""
+    """``root_rank``'s optimizer state and settings on every rank, after checking every rank has the same
+    optimizer class, parameter groups (option names) and parameters (shapes, dtypes, memory formats).
+
+    Where every rank's state has the same structure, its tensors are broadcast in place. Where it differs
+    (only ``root_rank`` loaded a checkpoint), ``root_rank``'s whole ``state_dict()`` is sent and loaded.
+    Unlike Horovod's, no optimizer step creates a state first: a fresh optimizer stays fresh (Adam's step
+    count at 0, AdamW's weights not decayed), as its first step then builds the same state on every rank.
+    ``model`` is accepted for Horovod's signature (sparse parameters need nothing special here)."""
     layout: list[tuple[Any, str]] = [("optimizer", type(optimizer).__name__)]
     for i, group in enumerate(optimizer.param_groups):
         options = sorted(k for k in group if k != "params")
         layout.append((f"param_groups[{i}]", f"options {options}"))
         layout += [(f"param_groups[{i}].params[{j}]", _tensor_text(p)) for j, p in enumerate(group["params"])]
     agree_on_layout("broadcast_optimizer_state", layout)
-    hvd.broadcast_optimizer_state(optimizer, root_rank, model=model)
+    digest = hashlib.sha256(repr(_state_layout(optimizer)).encode()).hexdigest()
+    if len(set(hvd.allgather_object(digest, name="hvdkit.check.optimizer_state"))) > 1:
+        state = hvd.broadcast_object(optimizer.state_dict() if hvd.rank() == root_rank else None, root_rank,
+                                     name="hvdkit.state.optimizer_state_dict")
+        if hvd.rank() != root_rank:
+            optimizer.load_state_dict(state)
+            match_formats(optimizer)
+        return
+    tensors: list[tuple[str, torch.Tensor]] = []
+    values: dict[str, Any] = {}
+    for i, group in enumerate(optimizer.param_groups):
+        values[f"param_groups.{i}"] = {k: v for k, v in group.items() if k != "params"}
+        for j, p in enumerate(group["params"]):
+            for k, v in optimizer.state.get(p, {}).items():
+                key = f"hvdkit.state.{i}.{j}.{k}"
+                if isinstance(v, torch.Tensor):
+                    tensors.append((key, v))
+                else:
+                    values[key] = v
+    broadcast_(tensors, root_rank)
+    values = hvd.broadcast_object(values, root_rank, name="hvdkit.state.optimizer_values")
+    for i, group in enumerate(optimizer.param_groups):
+        group.update(values.pop(f"param_groups.{i}"))
+        for j, p in enumerate(group["params"]):
+            for k in list(optimizer.state.get(p, {})):
+                if f"hvdkit.state.{i}.{j}.{k}" in values:
+                    optimizer.state[p][k] = values[f"hvdkit.state.{i}.{j}.{k}"]
 
 
 def broadcast_within(model: torch.nn.Module, optimizer: torch.optim.Optimizer, root_rank: int,
@@ -105,12 +149,11 @@ def broadcast_within(model: torch.nn.Module, optimizer: torch.optim.Optimizer, r
     # lines every rank up before the first collective on a process set.
     states = hvd.allgather_object(optimizer.state_dict() if hvd.rank() == root_rank else None,
                                   name="hvdkit.state.optimizer")
-    handles = [hvd.broadcast_async_(t, root_rank, name=f"hvdkit.state.{name}", process_set=process_set)
-               for name, t in sorted(model.state_dict().items())]
-    for handle in handles:
-        hvd.synchronize(handle)
+    broadcast_([(f"hvdkit.state.{name}", t) for name, t in sorted(model.state_dict().items())], root_rank,
+               process_set)
     if hvd.rank() != root_rank:
         optimizer.load_state_dict(states[root_rank])
+        match_formats(optimizer)
 
 
 def _optimizer_class(optimizer: torch.optim.Optimizer) -> str:
@@ -206,6 +249,7 @@ class TorchOps:
         check_optimizer_class(self.optimizer, optimizer.pop("class", None), optimizer.get("param_groups") or [])
         self.model.load_state_dict(snapshot["model"])
         self.optimizer.load_state_dict(optimizer)
+        match_formats(self.optimizer)  # checkpoints hold row-major tensors; the state follows its parameter
         if self.precision is not None and snapshot.get("grad_scaler"):
             self.precision.load_state_dict(snapshot["grad_scaler"])
         rng = snapshot.get("rng")

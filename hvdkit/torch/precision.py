@@ -48,11 +48,18 @@ class Precision:
         """``loss.backward()``, of the scaled loss under fp16."""
         (loss if self.scaler is None else self.scaler.scale(loss)).backward()
 
-    def step(self, optimizer: Any) -> bool:
+    def step(self, optimizer: Any, clip_grad_norm: float | None = None) -> bool:
         """Average the gradients and step ``optimizer`` (Horovod's DistributedOptimizer); return False
-        when the step was skipped because a rank's fp16 gradients overflowed."""
+        when the step was skipped because a rank's fp16 gradients overflowed. ``clip_grad_norm``: clip the
+        averaged, unscaled gradients to that total 2-norm first (the order docs/pytorch.md gives)."""
         if self.scaler is None:
-            optimizer.step()
+            if clip_grad_norm is None:
+                optimizer.step()
+                return True
+            optimizer.synchronize()
+            clip(optimizer, clip_grad_norm)
+            with optimizer.skip_synchronize():
+                optimizer.step()
             return True
         optimizer.synchronize()
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
@@ -61,6 +68,7 @@ class Precision:
             # GradScaler decides from what unscale_ finds: make it find the overflow on every rank.
             grads[0].view(-1)[0] = float("inf")
         self.scaler.unscale_(optimizer)
+        clip(optimizer, clip_grad_norm)  # after unscale_: its overflow check has seen the gradients as they were
         with optimizer.skip_synchronize():  # already averaged: no second allreduce
             self.scaler.step(optimizer)
         self.scaler.update()
@@ -75,6 +83,14 @@ class Precision:
         """Put back what :meth:`state_dict` returned (ignored unless fp16 and non-empty)."""
         if self.scaler is not None and state:
             self.scaler.load_state_dict(state)
+
+
+def clip(optimizer: Any, max_norm: float | None) -> None:
+    """Clip the gradients of ``optimizer``'s parameters to total 2-norm ``max_norm`` (None: leave them). Call it
+    after ``optimizer.synchronize()``: the averaged gradients are the same on every rank, so is the clip."""
+    if max_norm is not None:
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
 
 
 def agree_overflow(grads: list[torch.Tensor], device_type: str = "cpu") -> bool:

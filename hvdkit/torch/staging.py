@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from hvdkit.torch.layout import row_major_alias, same_format
+
 
 class HostStaging:
     """Reusable host buffers, filled on a background thread; at most one copy in flight."""
@@ -68,10 +70,13 @@ class HostStaging:
             self._error = exc
 
     def _buffer(self, path: tuple[Any, ...], t: torch.Tensor) -> torch.Tensor:
-        """The host buffer for ``path``, reused while shape and dtype still match."""
+        """The host buffer for ``path``, reused while shape, dtype and memory format still match. It keeps
+        ``t``'s memory format (channels_last too): the copy stays a straight one, and the writer makes the
+        row-major copy the file needs off the training thread."""
         buf = self._buffers.get(path)
-        if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
-            buf = torch.empty(t.shape, dtype=t.dtype, device="cpu")
+        if buf is None or buf.shape != t.shape or buf.dtype != t.dtype or (
+                row_major_alias(t) is not None and not same_format(buf, t)):
+            buf = torch.empty_like(t, device="cpu")
             self._buffers[path] = buf
         return buf
 

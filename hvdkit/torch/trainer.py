@@ -23,12 +23,13 @@ from hvdkit.core.history import History
 from hvdkit.core.numerics import NonFiniteGuard
 from hvdkit.core.state import TrainState
 from hvdkit.core.types import Logs
-from hvdkit.core.validation import check_bool, check_int
+from hvdkit.core.validation import check_bool, check_int, check_number
 from hvdkit.torch.batch_means import BatchMeans
 from hvdkit.torch.data import shard_sampler
 from hvdkit.torch.distribute import distribute, is_distributed
 from hvdkit.torch.ops import TorchOps
-from hvdkit.torch.precision import Precision
+from hvdkit.torch.optimizer import torch_compatible
+from hvdkit.torch.precision import Precision, clip
 from hvdkit.torch.runtime import HorovodComm
 
 MetricFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -65,6 +66,9 @@ class Trainer:
     loss scaler skips steps whose gradients overflow, and the loss is not checked. A checkpoint is never
     written from non-finite weights.
 
+    ``clip_grad_norm``: clip the averaged gradients to this total 2-norm before each update
+    (``torch.nn.utils.clip_grad_norm_``; under ``"fp16"`` after the loss scaler's ``unscale_``). Default: no clip.
+
     ``progress``: hvdkit's tqdm bar on rank 0. The default (None) shows it when rank 0's stderr is a
     terminal and not otherwise (logs and CI stay clean); True or False force it. A ``ProgressBar`` in
     ``callbacks`` is used as given.
@@ -74,7 +78,8 @@ class Trainer:
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *,
                  callbacks: Iterable[Callback] = (), metrics: Mapping[str, MetricFn] | None = None,
                  device: str | torch.device | None = None, accumulate_steps: int = 1,
-                 progress: bool | None = None, precision: str = "32", nonfinite: str = "stop") -> None:
+                 progress: bool | None = None, precision: str = "32", nonfinite: str = "stop",
+                 clip_grad_norm: float | None = None) -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         if not callable(loss_fn):
@@ -85,8 +90,12 @@ class Trainer:
         self.precision = Precision(precision, self.device)
         self.accumulate_steps = check_int("accumulate_steps", accumulate_steps, minimum=1)
         self._guard = NonFiniteGuard(nonfinite)
+        self.clip_grad_norm = None if clip_grad_norm is None else check_number(
+            "clip_grad_norm", clip_grad_norm, minimum=0.0, strict_min=True)
         if not is_distributed(optimizer):
             optimizer = distribute(model, optimizer, accumulate_steps=accumulate_steps)
+        else:  # one Horovod's own DistributedOptimizer built: zero_grad(set_to_none=...), channels_last, ...
+            optimizer = torch_compatible(optimizer)
         passes = getattr(optimizer, "backward_passes_per_step", 1)  # Horovod's optimizer keeps its own name
         if passes != accumulate_steps:
             raise ValueError(f"accumulate_steps={accumulate_steps} needs an optimizer that communicates once every "
@@ -239,7 +248,7 @@ class Trainer:
             torch.set_rng_state(rng)  # the checkpoint's RNG state already follows the loader's draws
         for i in range(skip, len(loader) // k):
             begin(i)
-            self.optimizer.zero_grad()  # Horovod's override takes no set_to_none
+            self.optimizer.zero_grad(set_to_none=True)
             total = None
             for _ in range(k):
                 x, y = self._to(next(batches))
@@ -259,7 +268,7 @@ class Trainer:
     def _step(self, loss: torch.Tensor) -> None:
         """Average the gradients and update, unless ``nonfinite`` skips a non-finite step (or fp16 overflows)."""
         if self.precision.scaler is not None:  # the loss scaler skips non-finite steps on every rank itself
-            self.precision.step(self.optimizer)
+            self.precision.step(self.optimizer, self.clip_grad_norm)
             return
         # How many ranks' losses are NaN or inf: summed beside the gradients' allreduce (a loss can be NaN
         # with finite gradients), read with the gradients' check below, so no extra wait on the host.
@@ -278,6 +287,7 @@ class Trainer:
         s = self.engine.state
         if finite or self._guard.on_nonfinite(self.comm, s.global_step, s.epoch, bool(torch.isfinite(loss)),
                                               gradients_finite=grads_finite is None or bool(grads_finite)):
+            clip(self.optimizer, self.clip_grad_norm)
             with self.optimizer.skip_synchronize():  # type: ignore[attr-defined]  # averaged already
                 self.optimizer.step()
 

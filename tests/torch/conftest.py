@@ -25,6 +25,9 @@ IN_ONE_JOB = {
                       "--checkpoint-dir", "{out}/uninterrupted-ckpt"),
     "two_ranks": ("torch_train.py", "--results", "{out}/two_ranks", "--batch", "8", "--epochs", "3",
                   "--model-seed-per-rank"),
+    "memory_format": ("memory_format.py", "{out}"),
+    "optimizer_api": ("optimizer_api.py",),
+    "compiled": ("compiled.py",),  # last: Inductor compiles for tens of seconds
 }
 # The scripts' own limits were 75-240 s each; under load the job's parts add up. The tests that read the job
 # allow 480 s: whichever runs first waits for it.

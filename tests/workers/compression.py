@@ -46,7 +46,8 @@ def run(compression, op):
         opt.zero_grad()
         ce(model(XS[i:i + 32]), YS[i:i + 32]).backward()
         opt.step()
-        buffers.update(h.data_ptr() for free in getattr(opt._compression, "_free", {}).values() for h in free)
+        compressor = getattr(opt._compression, "inner", None)  # hk.distribute's, inside its RowMajor
+        buffers.update(h.data_ptr() for free in getattr(compressor, "_free", {}).values() for h in free)
     with torch.no_grad():
         last = float(ce(model(X), Y))
     return {"loss_first": first, "loss_last": last, "sha256": weights_hash(model), "half_buffers": len(buffers),

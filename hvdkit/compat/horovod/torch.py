@@ -2,8 +2,9 @@
 
 Every name is Horovod's own object, re-exported unchanged (Horovod's API reference is the contract),
 except ``init`` (:func:`hvdkit.torch.runtime.init`: Horovod's signature plus ``threads=``/``timeline=``),
-``elastic`` (:mod:`hvdkit.compat.horovod.torch_elastic`), and ``broadcast_parameters``/``broadcast_optimizer_state``
-(:mod:`hvdkit.torch.ops`: Horovod's, after a check that every rank broadcasts the same structure).
+``elastic`` (:mod:`hvdkit.compat.horovod.torch_elastic`), and
+``broadcast_parameters``/``broadcast_optimizer_state`` (:mod:`hvdkit.torch.ops`: after a check that every rank
+broadcasts the same structure; any memory format; no optimizer step to create a state).
 These names are ``hvdkit.torch.__horovod_all__``; hvdkit's own are ``hvdkit.torch.__all__``.
 """
 
