@@ -16,6 +16,11 @@ def rows(torch_job):
     return rows
 
 
+def test_distribute_takes_no_optimizer_step_before_training(rows):
+    for r in rows:  # AdamW's decay would have moved rank 0's weights by lr * weight_decay, Adam's step be 1
+        assert r["no_step_before_training"] == {"moved": 0.0, "steps": []}, r["no_step_before_training"]
+
+
 def test_zero_grad_set_to_none_both_ways(rows):
     r0, r1 = rows
     for flag in ("True", "False"):

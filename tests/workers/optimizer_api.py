@@ -230,7 +230,18 @@ def scaler_and_clip() -> dict:
     return out
 
 
-out = {"rank": RANK, "set_to_none": {str(flag): set_to_none(flag) for flag in (True, False)},
+def no_step_before_training() -> dict:
+    """``distribute`` broadcasts rank 0's optimizer state without taking a step (Horovod's did one on zero
+    gradients to create the state: AdamW's weight decay moved the weights, Adam started at step 1)."""
+    model = build()
+    opt = hk.distribute(model, torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.1))
+    torch.manual_seed(0)
+    reference = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(64, 3))
+    moved = max(float((p - q).abs().max()) for p, q in zip(model.parameters(), reference.parameters()))
+    return {"moved": moved, "steps": sorted({int(v["step"]) for v in opt.state.values() if "step" in v})}
+
+
+out = {"rank": RANK, "no_step_before_training": no_step_before_training(), "set_to_none": {str(flag): set_to_none(flag) for flag in (True, False)},
        "unused_branch": unused_branch(), "frozen_later": frozen_later(), "add_param_group": add_param_group(),
        "schedulers": schedulers(), "state_dict": state_dict_roundtrip(), "implementations": implementations(),
        "scaler_and_clip": scaler_and_clip()}
