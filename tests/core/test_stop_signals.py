@@ -111,9 +111,12 @@ def test_a_second_signal_or_the_grace_period_ends_the_process():
     child = subprocess.run([sys.executable, "-c", (
         "import os, signal, time\nfrom hvdkit.core.preemption import StopSignals\n"
         "s = StopSignals(grace=60); s.install()\nos.kill(os.getpid(), signal.SIGTERM)\n"
+        "deadline = time.monotonic() + 20\n"
+        "while s.received is None and time.monotonic() < deadline:\n    time.sleep(0.01)\n"
         "assert s.received == signal.SIGTERM\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n")],
-        env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
-    assert child.returncode == -signal.SIGTERM
+        env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60, capture_output=True, text=True)
+    assert child.returncode == 128 + signal.SIGTERM, child.stderr
+    assert "SIGTERM again: exiting now, without a new checkpoint" in child.stderr
 
 
 def test_bad_stop_settings_are_refused_naming_the_value(tmp_path):
