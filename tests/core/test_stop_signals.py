@@ -29,7 +29,7 @@ BOUND_S = 15.0
 
 
 def _ranks_alive(out: Path) -> list[str]:
-    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
     return [line for line in ps.splitlines() if "preempt_train.py" in line and str(out) in line]
 
 
