@@ -65,6 +65,7 @@ class Checkpoint(Callback):
         self.process_set = check_process_set(process_set)
         self.on_signal = check_choice("on_signal", on_signal, ("save", "keep", "off"))
         self._signals: StopSignals | None = None
+        self._stopping = False
         self._writer = BackgroundSave()
         if self.trust_pickle:
             log.warning("Checkpoint(trust_pickle=True) has no effect: checkpoints hold no pickle (safetensors + "
@@ -150,8 +151,8 @@ class Checkpoint(Callback):
     def on_train_end(self, state: TrainState) -> None:
         """Wait for the background write and the deletion of old checkpoints: when ``fit`` returns, the
         last checkpoint is durable and the folder holds the ``keep`` newest."""
-        if self._signals is not None:
-            self._signals.uninstall()
+        if self._signals is not None and not self._stopping:  # a stopping process keeps them until it is gone:
+            self._signals.uninstall()                        # a late signal must not kill it mid-exit
             self._signals = None
         try:
             self._writer.wait()
@@ -160,28 +161,59 @@ class Checkpoint(Callback):
 
     # -- stop signals ---------------------------------------------------------------
     def on_batch_end(self, state: TrainState) -> None:
-        """Stop after this step when any rank received a stop signal (all ranks agree in one allreduce)."""
+        """Stop after this step when any rank received a stop signal. Every rank runs the same one small
+        allreduce every step, whether or not it saw a signal: a rank that skipped it would wait in another
+        collective than its peers."""
         if self._signals is None:
             return
-        received = self._signals.received
+        received = self._signals.received  # read once: the decision below is from what every rank sent
         if state.comm.size > 1:
-            received = received or (signal.SIGTERM if state.comm.allreduce_mean(
-                {"stop": float(received is not None)})["stop"] > 0 else None)
+            agreed = state.comm.allreduce_mean({"stop": float(received is not None),
+                                                "usr1": float(received == signal.SIGUSR1)})
+            if agreed["stop"] == 0:
+                return
+            if received is None:  # a peer's signal: name it when they all got the same one
+                received = signal.SIGUSR1 if agreed["usr1"] == agreed["stop"] else signal.SIGTERM
         if received is not None:
             self._stop(state, received)
 
     def _stop(self, state: TrainState, signum: int) -> None:
+        """Every rank: rank 0 writes this step's checkpoint (``on_signal="save"``), all wait until it is
+        durable (or failed), then exit with 128 + the signal."""
+        signals, self._stopping = self._signals, True
+        writer = scoped(state.comm, self.process_set).is_root
         name = signal.Signals(signum).name
-        saved = None
+        before = written = error = None
         if self.on_signal == "save":
             state.batch += 1  # this step is done: a resume starts at the next one
-            self.save(state)
-            saved = self.wait()
+        if self.on_signal == "save" and writer and signals is not None:
+            signals.outcome = (f"while the checkpoint of step {state.global_step} was still being written (it "
+                               "stays incomplete and is never resumed; the earlier ones stay whole)")
+        try:
+            before = self.wait()  # an epoch's write still in flight is durable first, and named below
+            if self.on_signal == "save":
+                self.save(state)
+                written = self.wait()
+        except Exception as exc:  # raised after the agreement below: the peers must not wait for it
+            error = exc
+        if written is before:  # nothing new (e.g. the weights are not finite): say so, not the old name
+            written = None
+        if writer and signals is not None:
+            signals.outcome = f"after writing {written.payload}" if written else "without a new checkpoint"
         if state.comm.size > 1:
-            state.comm.allreduce_mean({"saved": 1.0})  # no rank exits (ending the job) before the write is durable
-        if state.is_root:
-            where = f"; wrote {saved.payload}" if saved is not None else ""
-            log.warning("%s: stopped after step %d (epoch %d)%s", name, state.global_step, state.epoch, where)
+            # no rank exits (ending the job) before the write is durable or has failed
+            state.comm.allreduce_mean({"saved": float(error is None)})
+        if error is not None:
+            raise error
+        if writer:
+            last = f"the last is {before.payload}" if before is not None else "none was written by this run"
+            if written is not None:
+                outcome = f"wrote {written.payload}"
+            elif self.on_signal == "keep":
+                outcome = f"no new checkpoint (on_signal='keep'; {last})"
+            else:
+                outcome = f"no new checkpoint ({last})"
+            log.warning("%s: stopped after step %d (epoch %d); %s", name, state.global_step, state.epoch, outcome)
         raise SystemExit(128 + signum)
 
     # -- starting and resuming ---------------------------------------------------
@@ -269,6 +301,8 @@ class Checkpoint(Callback):
         # would run on whatever thread runs batch hooks (Keras's asynchronous dispatch).
         if self.on_signal != "off" and self.engine.resumes_mid_epoch and not state.elastic and self._signals is None:
             signals = StopSignals()
+            if not scoped(state.comm, self.process_set).is_root:
+                signals.outcome = "(checkpoints are written by rank 0: its log says whether one was)"
             self._signals = signals if signals.install() else None
         if self.restored is not None or self.run_id is not None:
             return  # this run already started (an earlier fit, or Keras's resume_epoch)

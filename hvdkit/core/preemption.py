@@ -6,6 +6,11 @@ every rank agrees (the signal reaches ranks at different steps, and a rank that 
 leave the others waiting in a collective). A second signal ends the process at once, and so does
 the grace period running out (``HVDKIT_STOP_GRACE`` seconds, default 30): a stop request cannot
 hang, e.g. behind a rank that died inside a collective.
+
+The signals are read on a thread of their own, through :func:`signal.set_wakeup_fd`: Python runs
+signal handlers on the main thread only, between bytecodes, and a main thread blocked in a
+collective (Horovod waits in C++ with the GIL released) would run them only once the collective
+returns, which a second signal or the grace period must not wait for.
 """
 
 from __future__ import annotations
@@ -36,23 +41,52 @@ def stop_grace(environ: dict[str, str] | None = None) -> float:
     return grace
 
 
+def _noop(_signum: int, _frame: FrameType | None) -> None:
+    """The Python-level handler: the wakeup fd does the work (a handler must be set for it to be written)."""
+
+
+_installed: list[StopSignals] = []  # the instance installed now, if any
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a DataLoader worker) gets the previous handlers back: its signals are not this
+    process's, and its wakeup byte would land in this process's pipe."""
+    for stop in _installed:
+        stop.uninstall()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class StopSignals:
-    """While installed, SIGTERM/SIGUSR1 set :attr:`received` instead of ending the process."""
+    """While installed, SIGTERM/SIGUSR1 set :attr:`received` instead of ending the process.
+
+    :attr:`outcome` is what the exit messages of a second signal or the grace period say about the
+    checkpoint (the stop's owner keeps it up to date: written, being written, or none)."""
 
     def __init__(self, grace: float | None = None, exit_fn: Callable[[int], Any] = os._exit) -> None:
         self.grace = stop_grace() if grace is None else grace
         self.received: int | None = None
+        self.outcome = "without a new checkpoint"
         self._exit = exit_fn
         self._previous: dict[int, Any] = {}
         self._timer: threading.Timer | None = None
+        self._write_fd = -1
+        self._old_wakeup_fd = -1
 
     def install(self) -> bool:
         """Install the handlers; False (and nothing installed) off the main thread, where Python
         cannot set handlers (e.g. a training loop run in a thread)."""
         if threading.current_thread() is not threading.main_thread():
             return False
+        read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._write_fd, False)  # the C-level handler must never block
+        self._old_wakeup_fd = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, args=(read_fd, self._old_wakeup_fd), name="hvdkit-stop-signals",
+                         daemon=True).start()
         for sig in STOP_SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._handle)
+            self._previous[sig] = signal.signal(sig, _noop)
+        _installed.append(self)
         return True
 
     def uninstall(self) -> None:
@@ -61,11 +95,33 @@ class StopSignals:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        if self._write_fd >= 0:
+            signal.set_wakeup_fd(self._old_wakeup_fd)
+            os.close(self._write_fd)  # the watcher reads end-of-file and ends
+            self._write_fd = -1
+        if self in _installed:
+            _installed.remove(self)
 
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+    def _watch(self, read_fd: int, forward_fd: int) -> None:
+        """Each byte is a signal's number, written by Python's C-level handler the moment it arrives."""
+        try:
+            while data := os.read(read_fd, 64):
+                if forward_fd >= 0:  # whoever had the wakeup fd before still hears of every signal
+                    try:
+                        os.write(forward_fd, data)
+                    except OSError:
+                        pass
+                for signum in data:
+                    if signum in STOP_SIGNALS:
+                        self._handle(signum)
+        finally:
+            os.close(read_fd)
+
+    def _handle(self, signum: int) -> None:
+        name = signal.Signals(signum).name
         if self.received is not None:  # asked twice: stop now
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
+            log.error("%s again: exiting now, %s", name, self.outcome)
+            self._exit(128 + signum)
             return
         self.received = signum
         self._timer = threading.Timer(self.grace, self._give_up)
@@ -74,6 +130,6 @@ class StopSignals:
 
     def _give_up(self) -> None:
         assert self.received is not None
-        log.error("%s: training did not stop within HVDKIT_STOP_GRACE=%gs; exiting without a new checkpoint",
-                  signal.Signals(self.received).name, self.grace)
+        log.error("%s: training did not stop within HVDKIT_STOP_GRACE=%gs; exiting %s",
+                  signal.Signals(self.received).name, self.grace, self.outcome)
         self._exit(128 + self.received)

@@ -116,7 +116,7 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int, 
         state = hvd.broadcast_object(optimizer.state_dict() if hvd.rank() == root_rank else None, root_rank,
                                      name="hvdkit.state.optimizer_state_dict")
         if hvd.rank() != root_rank:
-            optimizer.load_state_dict(state)
+            load_optimizer_state(optimizer, state)
             match_formats(optimizer)
         return
     tensors: list[tuple[str, torch.Tensor]] = []
@@ -140,6 +140,23 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int, 
                     optimizer.state[p][k] = values[f"hvdkit.state.{i}.{j}.{k}"]
 
 
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state_dict: dict[str, Any]) -> None:
+    """torch's ``load_state_dict`` into the optimizer's own parameter-group dicts and state mapping.
+
+    torch replaces both with new objects, but they are shared: Horovod's DistributedOptimizer is a new
+    optimizer over the user's group dicts, and an LR scheduler holds the user's optimizer. Replaced, the
+    user's optimizer and its scheduler would go on moving copies that no longer train."""
+    groups, state = optimizer.param_groups, optimizer.state
+    kept = list(groups)
+    optimizer.load_state_dict(state_dict)
+    for mine, loaded in zip(kept, optimizer.param_groups):
+        mine.update(loaded)  # ``params`` is the same list; keys only the current group has stay
+    groups[:] = kept
+    state.clear()
+    state.update(optimizer.state)
+    optimizer.param_groups, optimizer.state = groups, state
+
+
 def broadcast_within(model: torch.nn.Module, optimizer: torch.optim.Optimizer, root_rank: int,
                       process_set: Any) -> None:
     """``root_rank``'s parameters, buffers and optimizer state on every member of ``process_set``
@@ -152,7 +169,7 @@ def broadcast_within(model: torch.nn.Module, optimizer: torch.optim.Optimizer, r
     broadcast_([(f"hvdkit.state.{name}", t) for name, t in sorted(model.state_dict().items())], root_rank,
                process_set)
     if hvd.rank() != root_rank:
-        optimizer.load_state_dict(states[root_rank])
+        load_optimizer_state(optimizer, states[root_rank])
         match_formats(optimizer)
 
 
@@ -248,7 +265,7 @@ class TorchOps:
         optimizer = dict(snapshot["optimizer"])
         check_optimizer_class(self.optimizer, optimizer.pop("class", None), optimizer.get("param_groups") or [])
         self.model.load_state_dict(snapshot["model"])
-        self.optimizer.load_state_dict(optimizer)
+        load_optimizer_state(self.optimizer, optimizer)
         match_formats(self.optimizer)  # checkpoints hold row-major tensors; the state follows its parameter
         if self.precision is not None and snapshot.get("grad_scaler"):
             self.precision.load_state_dict(snapshot["grad_scaler"])

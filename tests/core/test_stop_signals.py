@@ -29,7 +29,7 @@ BOUND_S = 15.0
 
 
 def _ranks_alive(out: Path) -> list[str]:
-    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
     return [line for line in ps.splitlines() if "preempt_train.py" in line and str(out) in line]
 
 
@@ -111,9 +111,12 @@ def test_a_second_signal_or_the_grace_period_ends_the_process():
     child = subprocess.run([sys.executable, "-c", (
         "import os, signal, time\nfrom hvdkit.core.preemption import StopSignals\n"
         "s = StopSignals(grace=60); s.install()\nos.kill(os.getpid(), signal.SIGTERM)\n"
+        "deadline = time.monotonic() + 20\n"
+        "while s.received is None and time.monotonic() < deadline:\n    time.sleep(0.01)\n"
         "assert s.received == signal.SIGTERM\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n")],
-        env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
-    assert child.returncode == -signal.SIGTERM
+        env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60, capture_output=True, text=True)
+    assert child.returncode == 128 + signal.SIGTERM, child.stderr
+    assert "SIGTERM again: exiting now, without a new checkpoint" in child.stderr
 
 
 def test_bad_stop_settings_are_refused_naming_the_value(tmp_path):

@@ -241,7 +241,8 @@ def no_step_before_training() -> dict:
     return {"moved": moved, "steps": sorted({int(v["step"]) for v in opt.state.values() if "step" in v})}
 
 
-out = {"rank": RANK, "no_step_before_training": no_step_before_training(), "set_to_none": {str(flag): set_to_none(flag) for flag in (True, False)},
+out = {"rank": RANK, "no_step_before_training": no_step_before_training(),
+       "set_to_none": {str(flag): set_to_none(flag) for flag in (True, False)},
        "unused_branch": unused_branch(), "frozen_later": frozen_later(), "add_param_group": add_param_group(),
        "schedulers": schedulers(), "state_dict": state_dict_roundtrip(), "implementations": implementations(),
        "scaler_and_clip": scaler_and_clip()}

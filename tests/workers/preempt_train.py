@@ -1,14 +1,18 @@
 """A PyTorch run for the stop-signal tests: it can wait at a given step until a stop signal arrives.
 
-With ``--wait-at-step K`` every rank writes ``waiting.<rank>`` into --out before step K and waits there
-(up to 120 s) until its Checkpoint has seen SIGTERM/SIGUSR1: the test signals a run that is surely
-mid-epoch. Prints ``RESULT {...}`` per rank at the end (steps trained in this process, a digest of
-the final parameters).
+With ``--wait-at-step K`` every rank writes ``waiting.<rank>`` (holding its PID) into --out before step K and
+waits there (up to 120 s) until its Checkpoint has seen SIGTERM/SIGUSR1 (it then writes ``seen.<rank>``) or
+the test writes ``go.<rank>``; leaving, it writes ``released.<rank>``: the test signals a run that is surely
+mid-epoch, and can let one rank on without a signal. ``--hold-save``: rank 0's checkpoint writes after the
+first write ``saving.<step>`` once the payload is on disk and wait there until ``release-save`` exists (a long
+save, for as long as the test wants). Prints ``RESULT {...}`` per rank at the end (steps trained in this
+process, a digest of the final parameters).
 """
 
 import argparse
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 
@@ -25,6 +29,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--out", required=True)
 p.add_argument("--epochs", type=int, default=3)
 p.add_argument("--wait-at-step", type=int)
+p.add_argument("--hold-save", action="store_true")
 args = p.parse_args()
 out = Path(args.out)
 
@@ -36,6 +41,19 @@ x = g.normal(size=(256, 6)).astype(np.float32)
 y = (x[:, :3].sum(1) > 0).astype(np.int64) + (x[:, 3] > 0.5).astype(np.int64)
 data = TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
 ckpt = Checkpoint(out / "ckpt", keep=5)
+if args.hold_save:
+    store_save = ckpt.store.save
+
+    def held_save(payload, **kw):
+        def write(path):
+            payload(path)
+            if kw["global_step"] > 16:  # the end of epoch 1 saves as usual
+                (out / f"saving.{kw['global_step']}").write_text("")
+                while not (out / "release-save").exists():
+                    time.sleep(0.01)
+        return store_save(write, **kw)
+
+    ckpt.store.save = held_save
 
 
 class Steps(Callback):
@@ -44,10 +62,15 @@ class Steps(Callback):
 
     def on_batch_begin(self, state):
         if state.global_step == args.wait_at_step:
-            (out / f"waiting.{hk.rank()}").write_text(str(state.global_step))
+            rank = hk.rank()
+            (out / f"waiting.{rank}").write_text(str(os.getpid()))
             deadline = time.monotonic() + 120
-            while ckpt._signals.received is None and time.monotonic() < deadline:
+            while ckpt._signals.received is None and not (out / f"go.{rank}").exists() \
+                    and time.monotonic() < deadline:
                 time.sleep(0.01)
+            if ckpt._signals.received is not None:
+                (out / f"seen.{rank}").write_text("")
+            (out / f"released.{rank}").write_text("")
 
     def on_batch_end(self, state):
         self.trained.append(state.global_step)
