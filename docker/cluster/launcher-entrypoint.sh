@@ -50,6 +50,9 @@ export HVDKIT_SSH_CONFIG="$private/config"
 export PATH="$here/bin:$PATH"
 # Open MPI launches every remote daemon from here (no tree spawn: workers hold no client key).
 export OMPI_MCA_plm_rsh_no_tree_spawn=1
+# Without tree spawn, orted daemonizes and its ssh session ends: a daemon that dies while starting is never
+# reported and mpirun waits for it forever. Attached, it stays the session's child and its failure ends the job.
+export OMPI_MCA_orte_leave_session_attached=${OMPI_MCA_orte_leave_session_attached:-1}
 # Containers: Docker's default seccomp profile denies process_vm_readv, which Open MPI's shared-memory
 # single-copy path needs (large messages between ranks on one worker fail with errno 1). horovodrun
 # exports this to every rank (mpirun -x).

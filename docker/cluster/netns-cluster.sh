@@ -122,8 +122,10 @@ export HVDKIT_THREADS=${HVDKIT_THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / 
 cd "$repo"
 start=$(date +%s)
 run_launcher() {
+  # Each worker's sshd names its own Open MPI session folder (netns-node.sh); mpirun would pass the
+  # launcher's value to every daemon over it.
   HVDKIT_WORKERS="$workers" HVDKIT_TRAIN_COMMAND="$command" PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" \
-    nsenter --target "${holder[launcher]}" --mount --net "$here/launcher-entrypoint.sh"
+    env -u OMPI_MCA_orte_tmpdir_base nsenter --target "${holder[launcher]}" --mount --net "$here/launcher-entrypoint.sh"
 }
 lose_node() {  # $1: node name; the whole "host" goes away at once
   local ns="$tag-$1"

@@ -18,11 +18,14 @@ case "$role" in
   *) report "unknown role $role"; exit 2 ;;
 esac
 mkdir -p "$private"
-mount -t tmpfs -o mode=700,size=16m "hvdkit-$role" "$private"
+mount -t tmpfs -o mode=700,size=64m "hvdkit-$role" "$private"
 if [ "$role" = launcher ]; then
   "$here/keygen.sh"
 else
-  HVDKIT_FOREGROUND=0 "$here/worker-entrypoint.sh"
+  # Open MPI's session directories on the node's own tmpfs, as a container's /tmp is its own. The nodes
+  # share this machine's /tmp and hostname, so every orted of a job would use /tmp/ompi.HOST.UID/jf.JOB
+  # and clear it as it starts: a daemon whose directory another one cleared dies ("mkdir ...: File exists").
+  HVDKIT_FOREGROUND=0 HVDKIT_MPI_TMPDIR="$private/mpi" "$here/worker-entrypoint.sh"
   "$here/worker-healthcheck.sh"
 fi
 report ready

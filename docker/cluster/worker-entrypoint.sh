@@ -6,6 +6,8 @@
 # inside the container, or a tmpfs in the node's mount namespace), root-only; only public material
 # (address, host public key) goes to the shared folder.
 # HVDKIT_FOREGROUND=1 (the default, for containers) keeps running while sshd lives.
+# HVDKIT_MPI_TMPDIR (optional; netns-node.sh sets it): this node's own folder for Open MPI session
+# directories, given to every ssh session. Containers have their own /tmp and need none.
 set -euo pipefail
 dir=${HVDKIT_CLUSTER_DIR:?HVDKIT_CLUSTER_DIR must name the shared cluster folder}
 node=${HVDKIT_NODE_NAME:-$(hostname)}
@@ -42,6 +44,11 @@ AllowUsers $user
 UsePAM no
 PermitUserEnvironment no
 CONF
+if [ -n "${HVDKIT_MPI_TMPDIR:-}" ]; then
+  # Set by sshd itself, so the value is this node's (mpirun forwards the launcher's OMPI_MCA_* instead).
+  install -d -m 1777 "$HVDKIT_MPI_TMPDIR"
+  echo "SetEnv OMPI_MCA_orte_tmpdir_base=$HVDKIT_MPI_TMPDIR" >> "$state/sshd_config"
+fi
 # Daemon mode: sshd returns once it listens.
 install -m 600 /dev/null "$state/sshd.log"
 /usr/sbin/sshd -f "$state/sshd_config" -E "$state/sshd.log"

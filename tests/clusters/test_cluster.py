@@ -368,3 +368,25 @@ def test_launcher_refuses_a_worker_that_publishes_a_foreign_host_key():
     assert proc.returncode != 0, out[-3000:]
     assert "Host key verification failed" in out or "REMOTE HOST IDENTIFICATION HAS CHANGED" in out, out[-3000:]
     assert _leftovers() == ([], [], [])
+
+
+@pytest.mark.timeout(200)
+def test_netns_workers_keep_their_open_mpi_session_directories_apart():
+    """The workers share this machine's /tmp and hostname; with Open MPI's default session folder every
+    orted of a job used /tmp/ompi.HOST.UID/jf.JOB and cleared it as it started, so a daemon could die at
+    start. Each worker's sshd now points Open MPI at the node's own tmpfs, which no other node sees."""
+    _netns_ready()
+    need("horovodrun")
+    env = {**os.environ, "HVDKIT_TRAIN_COMMAND": f"python {WORKERS / 'session_probe.py'}"}
+    proc = _run_cluster(env, timeout=150)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-5000:]
+    found = {addr: (path, dev) for addr, path, dev in
+             re.findall(r"session-probe (10\.77\.0\.\d+): (\S+) device=(\w+)", out)}
+    assert sorted(found) == ["10.77.0.11", "10.77.0.12"], out[-3000:]
+    # None: the rank's directory was gone already (another daemon cleared the shared one)
+    assert all(dev != "None" for _, dev in found.values()), found
+    # Same path on each worker (its tmpfs is mounted at the same folder), but two different file systems
+    assert found["10.77.0.11"][1] != found["10.77.0.12"][1], found
+    assert not any(path.startswith("/tmp/") for path, _ in found.values()), found
+    assert _leftovers() == ([], [], [])
