@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -83,3 +84,18 @@ class SharedJob:
                                  f"--- stderr\n{self.proc.stderr[-4000:]}")
         read = lambda suffix: "".join((self.folder / f"{stem}.rank{r}.{suffix}").read_text() for r in (0, 1))  # noqa: E731
         return subprocess.CompletedProcess(self.runs[label], 0, read("out"), read("err"))
+
+
+def ranks_alive(out: Path, script: str = "preempt_train.py") -> list[str]:
+    """``pid args`` of the processes running ``script`` for the run writing to ``out`` (``ps -ww``: whole lines)."""
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in ps.splitlines() if script in line and str(out) in line]
+
+
+def end_run(proc: subprocess.Popen, out: Path, script: str = "preempt_train.py") -> None:
+    """Kill a launcher still running, with its process group, and any rank of the run left behind."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for line in ranks_alive(out, script):
+        os.kill(int(line.split()[0]), signal.SIGKILL)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, WORKERS, horovodrun, requires_horovod, tagged_json
+from helpers import REPO, WORKERS, end_run, horovodrun, ranks_alive, requires_horovod, tagged_json
 
 from hvdkit.callbacks import Checkpoint
 from hvdkit.core.preemption import StopSignals, stop_grace
@@ -26,11 +26,6 @@ WAIT_AT = 20  # the run waits before this step (epoch 2 of 3: 16 steps an epoch)
 # The stated bound from the signal to the last rank's exit: the step in flight, one checkpoint write, the
 # processes' exit (measured 3.6 s on the shared 2-core machine); HVDKIT_STOP_GRACE (30 s) caps a stuck run.
 BOUND_S = 15.0
-
-
-def _ranks_alive(out: Path) -> list[str]:
-    ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
-    return [line for line in ps.splitlines() if "preempt_train.py" in line and str(out) in line]
 
 
 def _signal_mid_run(out: Path, sig: int, extra: tuple[str, ...] = ()
@@ -53,13 +48,9 @@ def _signal_mid_run(out: Path, sig: int, extra: tuple[str, ...] = ()
         os.kill(proc.pid, sig)  # the launcher's PID only, not its process group
         stdout, stderr = proc.communicate(timeout=60)
         seconds = time.monotonic() - t0
-        return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr), seconds, _ranks_alive(out)
+        return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr), seconds, ranks_alive(out)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        for line in _ranks_alive(out):  # a failed run must not leave ranks behind
-            os.kill(int(line.split()[0]), signal.SIGKILL)
+        end_run(proc, out)  # a failed run must not leave ranks behind
 
 
 @requires_horovod

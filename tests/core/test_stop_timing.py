@@ -20,18 +20,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from helpers import REPO, WORKERS, requires_horovod
+from helpers import REPO, WORKERS, end_run, ranks_alive, requires_horovod
 
 from hvdkit.core.checkpoint_store import CheckpointStore
 
 WAIT_AT = 20  # epoch 2 of 3 (16 steps an epoch); the checkpoint of the step the ranks stop after is step 21
 STOPPED = f"ckpt-000001-{WAIT_AT + 1:010d}"
 BOUND_S = 15.0  # signal to the last rank's exit: the step in flight, one checkpoint write, the exits (2 cores)
-
-
-def _ranks_alive(out: Path) -> list[str]:
-    ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
-    return [line for line in ps.splitlines() if "preempt_train.py" in line and str(out) in line]
 
 
 def _wait_for(*paths: Path, proc: subprocess.Popen, timeout: float = 180) -> None:
@@ -45,8 +40,8 @@ def _wait_for(*paths: Path, proc: subprocess.Popen, timeout: float = 180) -> Non
 def _wait_gone(out: Path, timeout: float) -> float:
     """Seconds until no rank of the run in ``out`` is left (fails after ``timeout``)."""
     t0 = time.monotonic()
-    while _ranks_alive(out):
-        assert time.monotonic() - t0 < timeout, _ranks_alive(out)
+    while ranks_alive(out):
+        assert time.monotonic() - t0 < timeout, ranks_alive(out)
         time.sleep(0.05)
     return time.monotonic() - t0
 
@@ -64,11 +59,7 @@ def _run(out: Path, *extra: str, env: dict[str, str] | None = None) -> Iterator[
         _wait_for(out / "waiting.0", out / "waiting.1", proc=proc)
         yield proc
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        for line in _ranks_alive(out):  # a failed run must not leave ranks behind
-            os.kill(int(line.split()[0]), signal.SIGKILL)
+        end_run(proc, out)  # a failed run must not leave ranks behind
 
 
 def _pid(out: Path, rank: int) -> int:
@@ -98,7 +89,7 @@ def test_a_signal_to_some_ranks_stops_all_at_one_step_with_its_checkpoint(tmp_pa
             _kill(_pid(tmp_path, later), signal.SIGTERM)  # its own signal, somewhere in the stop
         stdout, stderr = proc.communicate(timeout=120)
         seconds = time.monotonic() - t0
-    assert _ranks_alive(tmp_path) == []
+    assert ranks_alive(tmp_path) == []
     assert seconds < BOUND_S, (seconds, stderr)
     to_checkpoint = (tmp_path / "ckpt" / f"{STOPPED}.json").stat().st_mtime - t0_wall
     print(f"stop: signal to exit {seconds:.2f} s, to checkpoint {to_checkpoint:.2f} s")
@@ -119,7 +110,7 @@ def test_a_second_signal_during_a_long_save_ends_every_rank_and_keeps_the_last_c
         _wait_for(tmp_path / f"saving.{WAIT_AT + 1}", proc=proc)
         t0 = time.monotonic()
         os.kill(_pid(tmp_path, 1), signal.SIGTERM)  # the rank inside a collective: no Python handler runs there
-        while str(_pid(tmp_path, 1)) in [line.split()[0] for line in _ranks_alive(tmp_path)]:
+        while str(_pid(tmp_path, 1)) in [line.split()[0] for line in ranks_alive(tmp_path)]:
             assert time.monotonic() - t0 < 10, "rank 1 did not end at its second signal"
             time.sleep(0.05)
         _kill(_pid(tmp_path, 0), signal.SIGTERM)  # unless its launcher ended it already

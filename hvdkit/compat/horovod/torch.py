@@ -4,16 +4,20 @@ Every name is Horovod's own object, re-exported unchanged (Horovod's API referen
 except ``init`` (:func:`hvdkit.torch.runtime.init`: Horovod's signature plus ``threads=``/``timeline=``),
 ``elastic`` (:mod:`hvdkit.compat.horovod.torch_elastic`), and
 ``broadcast_parameters``/``broadcast_optimizer_state`` (:mod:`hvdkit.torch.ops`: after a check that every rank
-broadcasts the same structure; any memory format; no optimizer step to create a state).
+broadcasts the same structure; any memory format; no optimizer step to create a state, but the zero gradients
+Horovod's step left on a fresh optimizer's parameters, which Horovod scripts read).
 These names are ``hvdkit.torch.__horovod_all__``; hvdkit's own are ``hvdkit.torch.__all__``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import horovod.torch as _hvd
+import torch
 
 from hvdkit.compat.horovod import torch_elastic as elastic  # noqa: F401  (hvd.elastic)
-from hvdkit.torch.ops import broadcast_optimizer_state as broadcast_optimizer_state
+from hvdkit.torch import ops as _ops
 from hvdkit.torch.ops import broadcast_parameters as broadcast_parameters
 from hvdkit.torch.runtime import init as init
 
@@ -32,6 +36,19 @@ _REEXPORTED = [
     "stop_timeline", "synchronize",
 ]
 globals().update({_name: getattr(_hvd, _name) for _name in _REEXPORTED})
+
+
+def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int, model: Any = None) -> None:
+    """Horovod's ``broadcast_optimizer_state``: :func:`hvdkit.torch.ops.broadcast_optimizer_state`, which takes
+    no optimizer step (Horovod's moved the weights by weight decay), then, on a fresh optimizer, the zero
+    gradient Horovod's step left on each trainable parameter that had none."""
+    fresh = not optimizer.state
+    _ops.broadcast_optimizer_state(optimizer, root_rank, model=model)
+    if fresh:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p)  # in the parameter's own memory format
 
 #: Every Horovod name ``hvdkit.torch`` provides (Horovod 0.28.1's ``horovod.torch`` public API).
 __horovod_all__ = sorted([*_REEXPORTED, "broadcast_optimizer_state", "broadcast_parameters", "elastic", "init"])
