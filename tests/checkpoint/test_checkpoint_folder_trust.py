@@ -297,7 +297,7 @@ def test_a_serialiser_error_on_a_full_disk_names_the_file(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a small tmpfs")
 def test_a_real_full_disk_names_the_checkpoint_file(tmp_path):
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(tmp_path)]).returncode:
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(tmp_path)], timeout=30).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
         store = CheckpointStore(tmp_path)
@@ -306,7 +306,7 @@ def test_a_real_full_disk_names_the_checkpoint_file(tmp_path):
             save(store, 1, payload=numpy_payload({"w": np.zeros(1 << 18, np.float32)}))  # 1 MiB
         assert info.value.errno == errno.ENOSPC and not list(tmp_path.iterdir())
     finally:
-        subprocess.run(["umount", str(tmp_path)], check=True)
+        subprocess.run(["umount", str(tmp_path)], check=True, timeout=30)
 
 
 @pytest.mark.timeout(60)
