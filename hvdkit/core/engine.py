@@ -12,6 +12,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping
 
+from hvdkit.core import hang_report
 from hvdkit.core import lr as lrmath
 from hvdkit.core.callback import Callback
 from hvdkit.core.comm import Comm
@@ -72,7 +73,10 @@ class Engine:
 
     def fire(self, event: Event) -> None:
         """Run every callback's hook for ``event``."""
-        self.dispatcher.fire(event, self.state)
+        s = self.state
+        # Keras may run batch-end hooks late, on another thread: only the others tell which thread trains.
+        hang_report.heartbeat(s.global_step, s.epoch, thread=event is not Event.BATCH_END)
+        self.dispatcher.fire(event, s)
 
     # -- phases ---------------------------------------------------------------
     def train_begin(self, epochs: int, steps_per_epoch: int | None, initial_epoch: int = 0,
@@ -103,6 +107,7 @@ class Engine:
             # Checkpoint.resume_epoch) already holds its target LR.
             self.set_lr_target(s.ops.get_lr(), s.comm.size)
         s.stop_training = False
+        hang_report.set_in_run(True)
         self.fire(Event.TRAIN_BEGIN)  # a Checkpoint callback may restore epoch/step/target_lr here
 
     def epoch_begin(self, epoch: int | None = None) -> None:
@@ -182,6 +187,7 @@ class Engine:
         try:
             self.fire(Event.TRAIN_END)
         finally:
+            hang_report.set_in_run(False)
             s.resumed_epoch = None
             self.dispatcher.close()
 

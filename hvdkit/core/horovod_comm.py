@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hvdkit.core.comm import Comm
+from hvdkit.core.hang_report import heartbeat
 
 
 class HorovodComm(Comm):
@@ -40,11 +41,15 @@ class HorovodComm(Comm):
 
     def broadcast_object(self, obj: Any, root_rank: int = 0) -> Any:
         """Horovod's ``broadcast_object`` from ``root_rank``."""
-        return self.hvd.broadcast_object(obj, root_rank=root_rank, name="hvdkit.broadcast_object")
+        out = self.hvd.broadcast_object(obj, root_rank=root_rank, name="hvdkit.broadcast_object")
+        heartbeat()
+        return out
 
     def allgather_object(self, obj: object) -> list[Any]:
         """Horovod's ``allgather_object``: every rank's ``obj`` in rank order."""
-        return list(self.hvd.allgather_object(obj, name="hvdkit.allgather_object"))
+        out = list(self.hvd.allgather_object(obj, name="hvdkit.allgather_object"))
+        heartbeat()
+        return out
 
     def allreduce_mean(self, values: Mapping[str, float]) -> dict[str, float]:
         """One allreduce (average) of all the values, in float64."""
@@ -53,5 +58,6 @@ class HorovodComm(Comm):
             return {k: float(values[k]) for k in keys}
         out = self.hvd.allreduce(self._to_tensor([float(values[k]) for k in keys]), op=self.hvd.Average,
                                  name="hvdkit.allreduce_mean." + ",".join(keys))
+        heartbeat()
         return dict(zip(keys, self._to_list(out)))
 

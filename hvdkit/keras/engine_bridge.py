@@ -13,6 +13,7 @@ import keras
 
 from hvdkit.core.callback import Callback
 from hvdkit.core.engine import Engine
+from hvdkit.core.hang_report import heartbeat
 from hvdkit.keras import stop_training
 from hvdkit.keras.mixed_precision import check_loss_scaling
 from hvdkit.keras.ops import KerasOps
@@ -175,6 +176,11 @@ class EngineBridge(keras.callbacks.Callback):
         """Validation inside ``fit`` begins: the engine's ``EVAL_BEGIN``."""
         if self._driving:
             self.engine.eval_begin()
+
+    def on_test_batch_end(self, batch: int, logs: KerasLogs = None) -> None:
+        """A validation batch is progress for the hang report (validation runs no collective until its end)."""
+        if self._driving:
+            heartbeat(thread=False)
 
     def on_test_end(self, logs: KerasLogs = None) -> None:
         """Validation inside ``fit`` ended: its logs (as ``val_*``) and the engine's ``EVAL_END``."""

@@ -55,6 +55,7 @@ ENV_VARS: dict[str, tuple[Callable[[str], bool], str, str]] = {
     "HVDKIT_NO_TUNING": (_choice("0", "1"), "0 or 1", "1"),
     "HVDKIT_CHECKPOINT_WAIT": (_number(0, strict=False), "a number of seconds >= 0", "600"),
     "HVDKIT_STOP_GRACE": (_number(0, strict=False), "a number of seconds >= 0", "30"),
+    "HVDKIT_HANG_TIMEOUT": (_number(0, strict=False), "a number of seconds >= 0 (0: no hang report)", "300"),
     "HVDKIT_SRUN_ARGS": (_parses(shlex.split), "srun options as a shell would split them (balanced quotes)",
                          "--exclusive"),
 }

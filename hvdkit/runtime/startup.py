@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
+from hvdkit.core import hang_report
 from hvdkit.runtime.env_vars import check_env
 from hvdkit.runtime.environments import prepare_process
 from hvdkit.runtime.frameworks import warn_if_untested
@@ -34,6 +35,7 @@ def start_horovod(hvd: ModuleType, *, comm: Any, process_sets: Any, threads: int
     apply_runtime_defaults(cpu=on_cpu())
     check_env()  # Horovod would take a bad value silently
     hvd.init(comm=comm, process_sets=process_sets)
+    hang_report.start(hvd.rank, hvd.size, lambda obj, name: hvd.allgather_object(obj, name=name))
     n = resolve_threads(threads, hvd.local_size())
     if n is not None:
         set_threads(n)

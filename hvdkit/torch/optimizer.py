@@ -17,6 +17,7 @@ from typing import Any
 import horovod.torch as hvd
 import torch
 
+from hvdkit.core.hang_report import optimizer_step
 from hvdkit.torch.layout import RowMajor, row_major_alias, same_format
 
 _ZERO_GRAD_RACE = ("optimizer.zero_grad() was called after loss.backward() but before optimizer.step() or "
@@ -68,6 +69,7 @@ def _synchronize(self: Any) -> None:
     if _hooks_on(self):
         _track(self)
     self._hvdkit_horovod.synchronize(self)
+    optimizer_step()
 
 
 def _allreduce_grad_async(self: Any, p: torch.Tensor) -> Any:

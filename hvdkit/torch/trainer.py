@@ -19,6 +19,7 @@ from hvdkit.callbacks.progress import ProgressBar
 from hvdkit.core.callback import Callback
 from hvdkit.core.deprecation import reject_unknown, renamed_kwarg
 from hvdkit.core.engine import Engine
+from hvdkit.core.hang_report import heartbeat
 from hvdkit.core.history import History
 from hvdkit.core.numerics import NonFiniteGuard
 from hvdkit.core.state import TrainState
@@ -330,6 +331,7 @@ class Trainer:
             with self.precision.autocast():
                 out = self.model(x)
                 acc.add([self.loss_fn(out, y)] + [fn(out, y) for fn in self.metrics.values()], len(y))
+            heartbeat()  # validation runs no collective until its end: its batches are the progress
         keys = acc.names
         local = {f"sum_{k}": v for k, v in zip(keys, acc.sums())}
         local["count"] = float(acc.count)

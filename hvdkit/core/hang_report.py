@@ -1,0 +1,322 @@
+"""The hang report: when training makes no progress for ``HVDKIT_HANG_TIMEOUT`` seconds, every rank says
+where it is, rank 0 says which ranks are missing from the collective the others wait in, and the job ends.
+
+Horovod's stall inspector names the stalled tensors and the ranks that did not submit them, but not where in
+the Python code those ranks are, and it ends the job only after ``HOROVOD_STALL_SHUTDOWN_TIME_SECONDS``.
+
+Progress is a :func:`heartbeat`: the engine beats at every event, the torch optimizer after every
+gradient synchronisation, evaluation loops after every batch and hvdkit's own collectives when they return.
+A watchdog thread (started by the adapters' ``init``) fires when this rank has not beaten for the timeout
+and it is either inside a training run (between ``on_train_begin`` and ``on_train_end``) or waiting in a
+Horovod collective. A process that never trained with hvdkit, or that has left its training loop and is
+doing other work, is never ended by it. On firing, the ranks exchange their reports with one collective
+from the watchdog thread (the training threads are blocked, Horovod's background thread is not); ranks that
+do not answer within :data:`EXCHANGE_SECONDS` are named as missing. Then every rank exits with
+:data:`EXIT_CODE`, without running ``finally`` blocks or ``atexit`` handlers: nothing saves a checkpoint
+of a stuck run, so the last good one is untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import sysconfig
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from types import FrameType
+from typing import Any
+
+#: The exit status of a job the hang report ended (``timeout``'s convention for "ran out of time").
+EXIT_CODE = 124
+#: Seconds the ranks wait for each other's reports before rank 0 prints what it has.
+EXCHANGE_SECONDS = 20.0
+DEFAULT_TIMEOUT = 300.0
+ENV = "HVDKIT_HANG_TIMEOUT"
+
+_HOROVOD = f"{os.sep}horovod{os.sep}"
+_HVDKIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_LIBRARY = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib",
+                                                                                 "purelib", "platlib")})
+
+
+@dataclass
+class _Progress:
+    """What the last heartbeat said; plain attributes, written by the training thread without a lock."""
+    last: float = 0.0  # time.monotonic() of the last beat; 0: never (the watchdog stays idle)
+    step: int | None = None
+    epoch: int | None = None
+    thread: int | None = None  # the thread that trains (the main thread, or a Ray actor's worker thread)
+    optimizer_steps: int = 0  # for loops without hvdkit's engine (hk.distribute), which know no step
+    in_run: bool = False
+
+
+_progress = _Progress()
+
+
+def heartbeat(step: int | None = None, epoch: int | None = None, *, thread: bool = True) -> None:
+    """Training made progress (a step, a batch, a collective). ``thread=False`` from code that may run on
+    another thread than the training loop (Keras's late batch-end hooks)."""
+    p = _progress
+    p.last = time.monotonic()
+    if step is not None:
+        p.step = step
+    if epoch is not None:
+        p.epoch = epoch
+    if thread:
+        p.thread = threading.get_ident()
+
+
+def optimizer_step() -> None:
+    """The distributed optimizer averaged a step's gradients."""
+    _progress.optimizer_steps += 1
+    heartbeat()
+
+
+def set_in_run(active: bool) -> None:
+    """Inside a training run (the engine's ``train_begin`` .. ``train_end``), no progress for the timeout is a
+    hang even when this rank is not in a collective (a data loader that never returns)."""
+    _progress.in_run = active
+    heartbeat()
+
+
+def read_timeout(environ: dict[str, str] | None = None) -> float:
+    """``HVDKIT_HANG_TIMEOUT`` in seconds (default 300; 0 turns the report off). The value was checked by
+    :func:`hvdkit.runtime.env_vars.check_env` at ``init``."""
+    text = (os.environ if environ is None else environ).get(ENV, "").strip()
+    return float(text) if text else DEFAULT_TIMEOUT
+
+
+@dataclass
+class RankReport:
+    """One rank's view of the hang."""
+    rank: int
+    host: str
+    pid: int
+    idle_s: float
+    step: int | None
+    epoch: int | None
+    optimizer_steps: int
+    waiting_in: str | None  # "horovod.torch.mpi_ops.allreduce 'name' float32[4, 2]", when in a collective
+    where: str  # the innermost line of the user's own code on the training thread
+    stacks: str = field(repr=False, default="")
+
+    def line(self) -> str:
+        """One line for the summary."""
+        at = (f"step {self.step}, epoch {self.epoch}" if self.step is not None else
+              f"after {self.optimizer_steps} optimizer steps")
+        doing = f"waiting in {self.waiting_in}" if self.waiting_in else "not in a collective"
+        return f"rank {self.rank} (host {self.host}, pid {self.pid}, {at}): {doing}, at {self.where}"
+
+
+def _is_library(filename: str) -> bool:
+    path = os.path.realpath(filename)
+    return path.startswith(_LIBRARY) or path.startswith(_HVDKIT) or filename.startswith("<")
+
+
+def _frames(frame: FrameType | None) -> list[FrameType]:
+    """Outermost first."""
+    out = []
+    while frame is not None:
+        out.append(frame)
+        frame = frame.f_back
+    return out[::-1]
+
+
+def _describe(value: Any) -> str:
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is None or dtype is None:
+        return ""
+    dims = ", ".join(str(d) for d in shape)
+    return f" {str(dtype).replace('torch.', '').replace('<dtype: ', '').rstrip('>')}[{dims}]".replace("'", "")
+
+
+def collective_of(frame: FrameType | None) -> str | None:
+    """The Horovod call ``frame``'s thread waits in: the outermost Horovod function on the stack, with the
+    nearest tensor name, shape and dtype its frames hold; None when no Horovod function is on the stack."""
+    frames = _frames(frame)
+    horovod = [f for f in frames if _HOROVOD in f.f_code.co_filename]
+    if not horovod:
+        return None
+    entry = horovod[0]
+    module = entry.f_globals.get("__name__", "horovod")
+    text = f"{module}.{entry.f_code.co_name}"
+    for f in reversed(frames):  # innermost first: the name of the very tensor being reduced
+        name = f.f_locals.get("name")
+        if isinstance(name, str) and name:
+            text += f" {name!r}"
+            break
+        pending = _pending_gradients(f.f_locals.get("self"))
+        if pending:
+            return f"{text} (gradients of {pending})"
+    for f in reversed(frames):
+        described = _describe(f.f_locals.get("tensor"))
+        if described:
+            return text + described
+    return text
+
+
+def _pending_gradients(optimizer: Any) -> str:
+    """The parameters whose gradient averages a Horovod DistributedOptimizer still waits for."""
+    handles, names = getattr(optimizer, "_handles", None), getattr(optimizer, "_parameter_names", None)
+    if not isinstance(handles, dict) or not isinstance(names, dict) or not handles:
+        return ""
+    pending = [repr(names.get(p, "?")) for p in list(handles)]
+    return ", ".join(pending[:3]) + (f" and {len(pending) - 3} more" if len(pending) > 3 else "")
+
+
+def user_line(frame: FrameType | None) -> str:
+    """``file:line in function`` of the innermost frame of the user's own code (not Python's, a library's
+    or hvdkit's); the innermost frame when every frame is a library's."""
+    frames = _frames(frame)
+    mine = [f for f in frames if not _is_library(f.f_code.co_filename)] or frames[-1:]
+    if not mine:
+        return "unknown"
+    f = mine[-1]
+    return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}"
+
+
+def all_stacks() -> str:
+    """Every thread's Python stack, with source lines and thread names (``traceback`` rather than
+    ``faulthandler``: the same frames, but with the code of each line, which is what one reads first)."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    parts = []
+    for ident, frame in sys._current_frames().items():
+        if ident == threading.get_ident():
+            continue  # the watchdog itself
+        parts.append(f"Thread {names.get(ident, ident)} ({ident}):\n" + "".join(traceback.format_stack(frame)))
+    return "\n".join(parts)
+
+
+def local_report(rank: int, now: float | None = None) -> RankReport:
+    """This rank's report, from the training thread's stack."""
+    p = _progress
+    frames = sys._current_frames()
+    frame = frames.get(p.thread or threading.main_thread().ident or 0)
+    idle = (now if now is not None else time.monotonic()) - p.last
+    return RankReport(rank=rank, host=socket.gethostname(), pid=os.getpid(), idle_s=round(idle, 1), step=p.step,
+                      epoch=p.epoch, optimizer_steps=p.optimizer_steps, waiting_in=collective_of(frame),
+                      where=user_line(frame), stacks=all_stacks())
+
+
+def summary(reports: list[RankReport], size: int, timeout: float) -> str:
+    """Rank 0's message: every rank's line, and for each collective some ranks wait in, the ranks missing."""
+    by_rank = {r.rank: r for r in reports}
+    lines = [f"hvdkit: no training progress for {timeout:g} s ({ENV}={timeout:g}): the job is stuck and ends now "
+             f"(exit status {EXIT_CODE}). The last checkpoint written is untouched."]
+    for rank in range(size):
+        report = by_rank.get(rank)
+        lines.append("  " + (report.line() if report else
+                             f"rank {rank}: no report within {EXCHANGE_SECONDS:g} s (stuck outside Python, "
+                             "dead, or not in hvdkit's training loop nor a collective); see its own output"))
+    waited: dict[str, list[int]] = {}
+    for r in by_rank.values():
+        if r.waiting_in:
+            waited.setdefault(r.waiting_in, []).append(r.rank)
+    for collective, ranks in waited.items():
+        missing = [r for r in range(size) if r not in ranks]
+        if missing:
+            lines.append(f"  rank(s) {_ranks(ranks)} wait in {collective}; missing from it: rank(s) "
+                         f"{_ranks(missing)}")
+    if len(waited) > 1:
+        lines.append("  the ranks wait in different collectives: they called them in a different order or with "
+                     "different names (a rank skipped a step, or a name depends on the rank)")
+    for rank in range(size):
+        report = by_rank.get(rank)
+        if report and report.stacks:
+            lines.append(f"--- rank {rank} stacks ---\n{report.stacks.rstrip()}")
+    return "\n".join(lines)
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(str(r) for r in sorted(ranks))
+
+
+class Watchdog:
+    """The thread that notices a hang and reports it. ``allgather(obj, name)`` returns every rank's ``obj`` (a
+    collective); ``rank``/``size`` are read when it fires (they change under elastic training)."""
+
+    def __init__(self, timeout: float, rank: Callable[[], int], size: Callable[[], int],
+                 allgather: Callable[[object, str], list[Any]], exit: Callable[[int], None] = os._exit) -> None:
+        self.timeout = timeout
+        self._rank, self._size, self._allgather, self._exit = rank, size, allgather, exit
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hvdkit-hang-watchdog", daemon=True)
+
+    def start(self) -> None:
+        """Start the thread (idle until the first heartbeat)."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread."""
+        self._stop.set()
+
+    def stuck(self, now: float) -> bool:
+        """Whether this rank has made no progress for the timeout while training or in a collective."""
+        p = _progress
+        if not p.last or now - p.last < self.timeout:
+            return False
+        frame = sys._current_frames().get(p.thread or 0)
+        return p.in_run or collective_of(frame) is not None
+
+    def _run(self) -> None:
+        interval = min(5.0, max(0.2, self.timeout / 10))
+        while not self._stop.wait(interval):
+            if self.stuck(time.monotonic()):
+                self.fire()
+                return
+
+    def fire(self) -> None:
+        """Report, exchange, summarise (rank 0), exit."""
+        rank, size = self._rank(), self._size()
+        report = local_report(rank)
+        sys.stderr.write(f"hvdkit: rank {rank} made no progress for {report.idle_s:g} s: {report.line()}\n")
+        sys.stderr.flush()
+        reports = self._gather(asdict(report), "hvdkit.hang_report", size)
+        if rank == 0 or reports is None:
+            found = [RankReport(**r) for r in reports or [asdict(report)] if isinstance(r, dict)]
+            sys.stderr.write(summary(found, size, self.timeout) + "\n")
+        sys.stderr.flush()
+        if reports is not None:  # the launcher ends the job at the first exit: rank 0 has printed first
+            self._gather(None, "hvdkit.hang_report.printed", size)
+        self._exit(EXIT_CODE)
+
+    def _gather(self, obj: object, name: str, size: int) -> list[Any] | None:
+        """Every rank's ``obj``, or None when not all answered in time (then each rank prints its own)."""
+        if size == 1:
+            return [obj]
+        result: list[Any] = []
+
+        def run() -> None:
+            try:
+                result.extend(self._allgather(obj, name))
+            except Exception as e:  # Horovod shut down, a rank died: print what this rank knows
+                sys.stderr.write(f"hvdkit: the hang report exchange failed ({type(e).__name__}: {e})\n")
+
+        t = threading.Thread(target=run, name="hvdkit-hang-exchange", daemon=True)
+        t.start()
+        t.join(EXCHANGE_SECONDS)
+        return None if t.is_alive() or len(result) != size else result
+
+
+_watchdog: Watchdog | None = None
+
+
+def start(rank: Callable[[], int], size: Callable[[], int],
+          allgather: Callable[[object, str], list[Any]]) -> Watchdog | None:
+    """Start this process's watchdog once (``init`` may run again under elastic training); ``allgather(obj,
+    name)`` is the framework's object allgather. None when ``HVDKIT_HANG_TIMEOUT`` is 0."""
+    global _watchdog
+    if _progress.last:
+        heartbeat(thread=False)  # a re-init (elastic reset) is progress
+    if _watchdog is not None:
+        return _watchdog
+    timeout = read_timeout()
+    if timeout <= 0:
+        return None
+    _watchdog = Watchdog(timeout, rank, size, allgather)
+    _watchdog.start()
+    return _watchdog

@@ -1,0 +1,81 @@
+"""A job that makes no progress for HVDKIT_HANG_TIMEOUT seconds ends with a report naming the rank missing from
+the collective the others wait in, and its line; the hangs are real ones (tests/workers/hang.py). Without the
+report each of them waits for Horovod's stall shutdown (600 s by default)."""
+
+import re
+import threading
+import time
+
+import pytest
+from helpers import WORKERS, have_horovod, horovodrun
+
+from hvdkit.core import hang_report
+from hvdkit.runtime.env_vars import check_env
+
+TIMEOUT = 5
+
+
+def guilty_line(case: str) -> int:
+    lines = (WORKERS / "hang.py").read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.endswith(f"# GUILTY: {case}"))
+
+
+def rank_line(stderr: str, rank: int) -> str:
+    """Rank ``rank``'s line in rank 0's summary."""
+    found = re.search(rf"\[\d+,0\]<stderr>:  (rank {rank} \(host .*)", stderr)
+    assert found, stderr[-4000:]
+    return found.group(1)
+
+
+@pytest.mark.horovod
+@pytest.mark.timeout(200)
+@pytest.mark.skipif(not have_horovod(), reason="needs Horovod's torch build")
+@pytest.mark.parametrize("case, launcher, guilty, waiting", [
+    ("skip_step", (), 1, "rank(s) 0 wait in horovod.torch.optimizer.step (gradients of 'bias', 'weight'); "
+                         "missing from it: rank(s) 1"),
+    ("broadcast_name", ("--gloo",), 1, "rank(s) 0 wait in horovod.torch.mpi_ops.broadcast 'best_metric.0' "
+                                       "float32[3]; missing from it: rank(s) 1"),
+    ("data_loader", (), 1, "missing from it: rank(s) 1"),
+])
+def test_a_stuck_job_ends_with_a_report_naming_the_missing_rank_and_its_line(case, launcher, guilty, waiting):
+    start = time.monotonic()
+    proc = horovodrun("hang.py", case, extra=launcher, timeout=150, check=False,
+                      env={"HVDKIT_HANG_TIMEOUT": str(TIMEOUT)})
+    wall = time.monotonic() - start
+    err = proc.stderr + proc.stdout
+    assert proc.returncode != 0 and "not reached" not in proc.stdout, err[-4000:]
+    assert f"no training progress for {TIMEOUT} s (HVDKIT_HANG_TIMEOUT={TIMEOUT})" in err, err[-4000:]
+    assert waiting in err, err[-4000:]
+    assert f"hang.py:{guilty_line(case)} in " in rank_line(err, guilty), err[-4000:]
+    assert "--- rank 1 stacks ---" in err and "Thread MainThread" in err
+    # start-up (two torch imports) plus the timeout plus the exchange: well under the stall shutdown
+    assert wall < TIMEOUT + 30 + 45, wall
+
+
+def test_a_bad_timeout_is_refused_naming_the_variable():
+    with pytest.raises(ValueError, match=r"HVDKIT_HANG_TIMEOUT must be a number of seconds >= 0.*got '-1'"):
+        check_env({"HVDKIT_HANG_TIMEOUT": "-1"})
+    assert hang_report.read_timeout({}) == hang_report.DEFAULT_TIMEOUT
+    assert hang_report.read_timeout({"HVDKIT_HANG_TIMEOUT": "0"}) == 0
+
+
+def test_a_rank_idle_outside_training_and_outside_collectives_is_not_stuck(monkeypatch):
+    """A script that trained and now does other work for long (evaluation on rank 0 only) is not ended."""
+    progress = hang_report._Progress(last=time.monotonic() - 100, thread=threading.get_ident())
+    monkeypatch.setattr(hang_report, "_progress", progress)
+    dog = hang_report.Watchdog(10, lambda: 0, lambda: 1, lambda obj, name: [obj])
+    assert not dog.stuck(time.monotonic())
+    progress.in_run = True  # inside a run: no progress for the timeout is a hang
+    assert dog.stuck(time.monotonic())
+    progress.last = time.monotonic()
+    assert not dog.stuck(time.monotonic())
+
+
+def test_the_summary_names_the_ranks_missing_from_each_collective():
+    def report(rank, waiting):
+        return hang_report.RankReport(rank=rank, host="h", pid=1, idle_s=6, step=3, epoch=0, optimizer_steps=3,
+                                      waiting_in=waiting, where=f"train.py:{10 + rank} in main")
+    text = hang_report.summary([report(0, "allreduce 'a'"), report(2, "allreduce 'a'"), report(1, None)], 4, 5)
+    assert "rank(s) 0, 2 wait in allreduce 'a'; missing from it: rank(s) 1, 3" in text
+    assert "rank 1 (host h, pid 1, step 3, epoch 0): not in a collective, at train.py:11 in main" in text
+    assert "rank 3: no report within 20 s" in text
