@@ -1,5 +1,5 @@
 """Real hangs from this project's history, at np=2: the hang report must end each one, naming the rank that
-is not where the others are and its line (marked ``# GUILTY`` below).
+is not where the others are and the line it is at (marked ``GUILTY`` below).
 
     skip_step       rank 1 skips a batch of its own training loop (hk.distribute), so it reaches the end-of-run
                     average while rank 0 still averages the last step's gradients
@@ -37,8 +37,7 @@ class NeverReady(Dataset):
 
     def __getitem__(self, i):
         NeverReady.reads += 1
-        while r == 1 and NeverReady.reads == 10:
-            pass  # GUILTY: data_loader
+        while r == 1 and NeverReady.reads == 10: pass  # GUILTY: data_loader
         return x[i], y[i]
 
 
@@ -52,11 +51,11 @@ if case == "skip_step":
     opt = hk.distribute(model, torch.optim.SGD(model.parameters(), lr=0.1))
     for step in range(6):
         if r == 1 and step == 3:
-            continue  # GUILTY: skip_step
+            continue
         opt.zero_grad()
         nn.functional.cross_entropy(model(x[step * 4:step * 4 + 4]), y[step * 4:step * 4 + 4]).backward()
         opt.step()
-    hvd.allreduce(torch.ones(1), name="final_loss")
+    hvd.allreduce(torch.ones(1), name="final_loss")  # GUILTY: skip_step (where rank 1 is when rank 0 waits)
 elif case == "broadcast_name":
     trainer = hk.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.functional.cross_entropy,
                          callbacks=[RankNamedBroadcast()], progress=False)
