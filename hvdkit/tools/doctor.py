@@ -25,6 +25,31 @@ from hvdkit.tools.build.horovod_wheel import first_line
 from hvdkit.tools.build.horovod_wheel import installed_version as _version
 from hvdkit.tools.build.pythons import is_supported, supported_names
 
+#: Keras backend -> what hvdkit.keras does on it
+KERAS_BACKENDS = {
+    "tensorflow": "supported (Horovod's TensorFlow ops)",
+    "torch": "supported (Horovod's PyTorch ops)",
+    "jax": "not supported: keras.distribution is JAX's native multi-device path",
+    "numpy": "not supported: the numpy backend does not train",
+    "openvino": "not supported: the openvino backend does not train",
+}
+
+
+def keras_backend(environ: dict[str, str] | None = None, home: str | None = None) -> str:
+    """The backend ``import keras`` would pick, read as Keras reads it (``KERAS_BACKEND``, then
+    ``$KERAS_HOME/keras.json`` or ``~/.keras/keras.json``, else TensorFlow) without importing Keras, which
+    would start that framework."""
+    env = os.environ if environ is None else environ
+    if env.get("KERAS_BACKEND"):
+        return env["KERAS_BACKEND"]
+    folder = env.get("KERAS_HOME") or os.path.join(home or os.path.expanduser("~"), ".keras")
+    try:
+        with open(os.path.join(folder, "keras.json")) as f:
+            backend = json.load(f).get("backend")
+    except (OSError, ValueError, AttributeError):
+        return "tensorflow"
+    return backend if isinstance(backend, str) and backend else "tensorflow"
+
 
 @dataclass
 class Report:
@@ -104,6 +129,17 @@ def collect() -> Report:
     f["torch"] = _version("torch")
     f["tensorflow"] = _version("tensorflow-cpu") or _version("tensorflow")
     f["keras"] = _version("keras")
+    if f["keras"] is not None:
+        backend = keras_backend()
+        support = KERAS_BACKENDS.get(backend, "not a backend hvdkit knows")
+        f["keras_backend"] = f"{backend}: {support}"
+        needs = {"tensorflow": f["tensorflow"], "torch": f["torch"]}
+        if backend in needs and needs[backend] is None:
+            r.problem(f"Keras's backend is {backend} (KERAS_BACKEND or keras.json), which is not installed",
+                      f"install {backend}, or set KERAS_BACKEND to an installed backend (tensorflow or torch)")
+        elif backend not in needs:
+            r.problem(f"Keras's backend is {backend}: hvdkit.keras {support}",
+                      "set KERAS_BACKEND=torch or KERAS_BACKEND=tensorflow for hvdkit.keras")
     f["horovod"] = _version("horovod")
     f["ray"] = _version("ray")  # hvdkit[ray]: hvdkit.integrations.ray trains on a Ray cluster
     f["tested"] = {name: tested_range(name) for name in TESTED}
@@ -158,7 +194,7 @@ def render(r: Report) -> str:
     """The report as text."""
     f = r.facts
     lines = ["hvdkit doctor", ""]
-    for key in ("python", "hvdkit", "torch", "tensorflow", "keras", "horovod", "mpi", "cpu_count"):
+    for key in ("python", "hvdkit", "torch", "tensorflow", "keras", "keras_backend", "horovod", "mpi", "cpu_count"):
         tested = f" (tested: {f['tested'][key]})" if key in f.get("tested", {}) else ""
         lines.append(f"  {key:<18} {f.get(key) or 'not installed'}{tested}")
         if key == "python":

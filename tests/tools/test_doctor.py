@@ -8,6 +8,8 @@ import venv
 import pytest
 from helpers import REPO, requires_horovod
 
+from hvdkit.tools import doctor
+
 
 @requires_horovod
 @pytest.mark.timeout(180)
@@ -33,6 +35,21 @@ def test_doctor_shows_the_build_matrix_and_exits_0():
     assert rep["facts"]["mpi"] == mpirun.strip().splitlines()[0]
     assert rep["ok"] is True
     assert "Horovod build" in text and "threads per rank" in text
+    assert rep["facts"]["keras_backend"] in {f"{b}: {doctor.KERAS_BACKENDS[b]}" for b in ("tensorflow", "torch")}
+    assert "keras_backend" in text
+
+
+def test_doctor_reads_the_keras_backend_as_keras_does(tmp_path):
+    assert doctor.keras_backend({"KERAS_BACKEND": "torch"}, home=str(tmp_path)) == "torch"
+    assert doctor.keras_backend({}, home=str(tmp_path)) == "tensorflow"  # no keras.json: Keras's default
+    (tmp_path / ".keras").mkdir()
+    (tmp_path / ".keras" / "keras.json").write_text('{"backend": "jax"}')
+    assert doctor.keras_backend({}, home=str(tmp_path)) == "jax"
+    assert doctor.keras_backend({"KERAS_BACKEND": "torch"}, home=str(tmp_path)) == "torch"
+    (tmp_path / "kh").mkdir()
+    (tmp_path / "kh" / "keras.json").write_text("not json")
+    assert doctor.keras_backend({"KERAS_HOME": str(tmp_path / "kh")}, home=str(tmp_path)) == "tensorflow"
+    assert "keras.distribution" in doctor.KERAS_BACKENDS["jax"]
 
 
 @pytest.mark.timeout(120)
