@@ -167,6 +167,20 @@ def test_precision_worker_pairs_fp32_and_bf16_in_one_job(tmp_path):
     assert r["samples_per_s"]["bf16"] > 0 and r["samples_per_s"]["fp32"] > 0
 
 
+@pytest.mark.slow_check
+@pytest.mark.timeout(300)
+def test_step_timing_cost_worker_pairs_the_trainer_with_and_without_step_timing(tmp_path):
+    from benchmarks.jobs import run_worker
+
+    r = run_worker("horovodrun", 2, "benchmarks.workers.step_timing_cost",
+                   ["--rounds", "4", "--warmup", "2", "--steps", "4", "--inputs", "16", "--hidden", "16", "--batch",
+                    "8", "--every", "2"], tuned=True, timeout=280)
+    assert r["size"] == 2 and r["steps"] == 4 and r["every"] == 2
+    assert len(r["epoch_times"]["on"]) == len(r["epoch_times"]["off"]) == 4  # one epoch each per round
+    assert len(r["block_ratios"]) == 1  # the two timed rounds, one block
+    assert r["ms_per_step"]["on"] > 0 and r["ms_per_step"]["off"] > 0
+
+
 @pytest.mark.timeout(300)
 def test_waiting_rank_worker_times_the_working_rank_and_the_waiting_threads_cpu(tmp_path):
     from benchmarks.jobs import run_worker

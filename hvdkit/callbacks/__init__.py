@@ -10,7 +10,8 @@ from hvdkit.callbacks.lr import LearningRateSchedule, LearningRateWarmup
 from hvdkit.callbacks.metric_average import MetricAverage
 from hvdkit.callbacks.metrics_logger import MetricsLogger
 from hvdkit.callbacks.progress import ProgressBar
+from hvdkit.callbacks.step_timing import StepTiming
 from hvdkit.callbacks.tensorboard import TensorBoard
 
 __all__ = ["BroadcastInitialState", "Checkpoint", "LearningRateSchedule", "LearningRateWarmup", "MetricAverage",
-           "MetricsLogger", "ProgressBar", "TensorBoard"]
+           "MetricsLogger", "ProgressBar", "StepTiming", "TensorBoard"]

@@ -220,6 +220,11 @@ class TorchOps:
     def scale_momentum(self, factor: float) -> None:
         """Not needed for torch optimizers (the LR is outside the buffer); kept for the interface."""
 
+    def comm_wait_seconds(self) -> float | None:
+        """Seconds the optimizer has blocked waiting for the gradients' allreduce, summed since it was built
+        (None for an optimizer that does not measure it: Adasum's)."""
+        return getattr(self.optimizer, "_hvdkit_comm_wait", None)
+
     def weights_finite(self) -> bool:
         """True when every parameter and floating-point buffer is finite (one fused max-abs)."""
         tensors = [t.detach() for t in [*self.model.parameters(), *self.model.buffers()] if t.is_floating_point()]

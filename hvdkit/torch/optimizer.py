@@ -12,6 +12,7 @@ optimizer Horovod built, keeping everything else of Horovod's.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import horovod.torch as hvd
@@ -65,10 +66,13 @@ def _add_param_group(self: Any, param_group: dict[str, Any]) -> None:
 
 
 def _synchronize(self: Any) -> None:
-    """Horovod's ``synchronize`` over the parameters that require a gradient now."""
+    """Horovod's ``synchronize`` over the parameters that require a gradient now; the time it blocks (the
+    wait for the other ranks' gradients) adds to ``_hvdkit_comm_wait``, which ``StepTiming`` reads."""
     if _hooks_on(self):
         _track(self)
+    start = time.perf_counter()
     self._hvdkit_horovod.synchronize(self)
+    self._hvdkit_comm_wait += time.perf_counter() - start
     optimizer_step()
 
 
@@ -102,6 +106,8 @@ def torch_compatible(optimizer: Any, wrapped: torch.optim.Optimizer | None = Non
     namespace = {k: v for k, v in horovod_cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
     namespace.update(overrides)
     namespace["_hvdkit_horovod"] = horovod_cls
+    if overrides is _AVERAGING:
+        namespace["_hvdkit_comm_wait"] = 0.0  # seconds blocked in synchronize, summed (an instance's own once set)
     optimizer.__class__ = type(horovod_cls.__name__, horovod_cls.__bases__, namespace)
     if wrapped is not None:
         optimizer.defaults = dict(wrapped.defaults)

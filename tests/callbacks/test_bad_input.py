@@ -2,7 +2,7 @@
 
 import pytest
 
-from hvdkit.callbacks import Checkpoint, LearningRateSchedule, LearningRateWarmup, MetricsLogger
+from hvdkit.callbacks import Checkpoint, LearningRateSchedule, LearningRateWarmup, MetricsLogger, StepTiming
 from hvdkit.core import CheckpointStore, LocalComm
 
 
@@ -39,6 +39,12 @@ CASES = [
     (lambda t: CheckpointStore(t, keep=-2), "keep must be an integer >= 1, got -2"),
     (lambda t: MetricsLogger(t), "path must be a file path, got"),
     (lambda t: MetricsLogger(t / "m.txt", fmt="xml"), "fmt must be one of 'csv', 'jsonl', got 'xml'"),
+    (lambda t: MetricsLogger(t / "m.jsonl", batch_every=-1), "batch_every must be an integer >= 0, got -1"),
+    (lambda t: MetricsLogger(t / "m.csv", batch_every=10), "batch_every=10 needs JSON lines"),
+    (lambda t: StepTiming(every=0), "every must be an integer >= 1, got 0"),
+    (lambda t: StepTiming(batch_size=0), "batch_size must be an integer >= 1, got 0"),
+    (lambda t: StepTiming(straggler_factor=1), "straggler_factor must be a finite number > 1.0, got 1"),
+    (lambda t: StepTiming(straggler_steps=0), "straggler_steps must be an integer >= 1, got 0"),
     (lambda t: LocalComm(size=0), "size must be >= 1, got 0"),
 ]
 

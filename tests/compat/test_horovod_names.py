@@ -118,5 +118,5 @@ def test_keras_callbacks_all_is_hvdkits_own_and_horovods_are_answered_apart(prob
     res = probe["horovod.tensorflow.keras.callbacks"]
     assert probe["callbacks_all"] == ["BroadcastInitialState", "Checkpoint", "LearningRateSchedule",
                                       "LearningRateWarmup", "MetricAverage", "MetricsLogger", "ProgressBar",
-                                      "TensorBoard"]
+                                      "StepTiming", "TensorBoard"]
     assert "MetricAverageCallback" in res["horovod_all"] and "MetricAverageCallback" not in res["all"]

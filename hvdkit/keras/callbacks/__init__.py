@@ -122,13 +122,13 @@ class MetricAverage(EngineBridge):
 
 class MetricsLogger(EngineBridge):
     """Keras ``model.fit`` callback running :class:`hvdkit.callbacks.MetricsLogger` (same arguments): one
-    row per epoch (epoch, global step, every metric) appended to ``path``."""
+    row per epoch (epoch, global step, every metric) appended to ``path``, and one every ``batch_every`` steps."""
 
     core_class = core.MetricsLogger
     core: core.MetricsLogger
 
-    def __init__(self, path: str | os.PathLike[str], fmt: str | None = None) -> None:
-        super().__init__(core.MetricsLogger(path, fmt))
+    def __init__(self, path: str | os.PathLike[str], fmt: str | None = None, batch_every: int = 0) -> None:
+        super().__init__(core.MetricsLogger(path, fmt, batch_every))
 
 
 class ProgressBar(EngineBridge, keras.callbacks.ProgbarLogger):
@@ -159,6 +159,21 @@ class ProgressBar(EngineBridge, keras.callbacks.ProgbarLogger):
         """No prediction progress bar."""
 
 
+class StepTiming(EngineBridge):
+    """Keras ``model.fit`` callback running :class:`hvdkit.callbacks.StepTiming` (same arguments): step time
+    and samples per second every ``every`` steps, into the batch logs ``MetricsLogger(batch_every=...)`` and
+    ``TensorBoard(batch_every=...)`` write; pass ``batch_size=`` (per rank) for samples per second. The wait
+    for the gradients runs inside Keras's compiled step and is not measured, so ``comm_wait_s`` and the
+    straggler hint are absent here."""
+
+    core_class = core.StepTiming
+    core: core.StepTiming
+
+    def __init__(self, every: int = 20, batch_size: int | None = None, straggler_factor: float = 1.5,
+                 straggler_steps: int = 20) -> None:
+        super().__init__(core.StepTiming(every, batch_size, straggler_factor, straggler_steps))
+
+
 class TensorBoard(EngineBridge):
     """Keras ``model.fit`` callback running :class:`hvdkit.callbacks.TensorBoard` (same arguments):
     hvdkit's scalars from rank 0 (not Keras's own callback, which every rank would run); pass
@@ -175,4 +190,4 @@ class TensorBoard(EngineBridge):
 __getattr__ = _serve(globals(), _horovod_callbacks, "horovod.tensorflow.keras.callbacks")
 
 __all__ = ["BroadcastInitialState", "Checkpoint", "LearningRateSchedule", "LearningRateWarmup", "MetricAverage",
-           "MetricsLogger", "ProgressBar", "TensorBoard"]
+           "MetricsLogger", "ProgressBar", "StepTiming", "TensorBoard"]
