@@ -8,6 +8,9 @@
 #            a DistributedGradientTape loop and a NCCL allreduce on the GPU (tests/workers/gpu_keras.py),
 #            then the Keras figures as JSON lines (gpu_keras_bench.py: XLA on/off, hvdkit vs plain fit,
 #            bf16/fp16 vs fp32) into OUT_DIR/gpu_keras_bench.jsonl.
+#   Keras on torch (when Keras and torch are installed): fit + warm-up + checkpoint/resume on the GPU,
+#            mixed_bfloat16, and hvdkit's fit against plain fit on ResNet-50 (tests/workers/gpu_keras_torch.py)
+#            into OUT_DIR/gpu_keras_torch.json and gpu_keras_torch_bench.jsonl.
 # Exits non-zero when any check fails.
 #   scripts/gpu-check.sh OUT_DIR
 set -euo pipefail
@@ -51,6 +54,12 @@ if has torch; then
   # hvdkit's Trainer on CUDA: every precision, async checkpoints of CUDA state restored, SyncBatchNorm,
   # fp16 compression (exits 1 when a check fails).
   horovodrun -np 1 -H localhost:1 --gloo "$py" "$repo/tests/workers/gpu_trainer.py" "$out" 2>&1 | tee "$out/trainer.txt"
+fi
+# Keras on the torch backend (the GPU test machine has no TensorFlow: copy the keras, namex and optree
+# wheels there): fit, checkpoint resume, bf16, and hvdkit's fit against plain fit on ResNet-50.
+if has keras && has torch; then
+  KERAS_BACKEND=torch horovodrun -np 1 -H localhost:1 --gloo "$py" "$repo/tests/workers/gpu_keras_torch.py" "$out" \
+    2>&1 | tee "$out/keras_torch.txt"
 fi
 if has tensorflow && has keras; then
   horovodrun -np 1 -H localhost:1 --gloo "$py" "$repo/tests/workers/gpu_keras.py" "$out" 2>&1 | tee "$out/keras.txt"

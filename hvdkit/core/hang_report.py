@@ -18,6 +18,8 @@ of a stuck run, so the last good one is untouched.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 import socket
 import sys
@@ -37,7 +39,6 @@ EXCHANGE_SECONDS = 20.0
 DEFAULT_TIMEOUT = 300.0
 ENV = "HVDKIT_HANG_TIMEOUT"
 
-_HOROVOD = f"{os.sep}horovod{os.sep}"
 _HVDKIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LIBRARY = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib",
                                                                                  "purelib", "platlib")})
@@ -112,7 +113,24 @@ class RankReport:
         return f"rank {self.rank} (host {self.host}, pid {self.pid}, {at}): {doing}, at {self.where}"
 
 
+@functools.cache
+def _horovod_dir() -> str:
+    """Where the ``horovod`` package lies (found, not imported)."""
+    spec = importlib.util.find_spec("horovod")
+    origin = spec.origin if spec is not None else None
+    return os.path.dirname(os.path.realpath(origin)) + os.sep if origin else f"{os.sep}horovod{os.sep}"
+
+
+def _is_horovod(filename: str) -> bool:
+    return os.path.realpath(filename).startswith(_horovod_dir())
+
+
+def _is_hvdkit(filename: str) -> bool:
+    return os.path.realpath(filename).startswith(_HVDKIT)
+
+
 def _is_library(filename: str) -> bool:
+    """Python's, an installed package's or hvdkit's: not the user's own code."""
     path = os.path.realpath(filename)
     return path.startswith(_LIBRARY) or path.startswith(_HVDKIT) or filename.startswith("<")
 
@@ -135,16 +153,23 @@ def _describe(value: Any) -> str:
 
 
 def collective_of(frame: FrameType | None) -> str | None:
-    """The Horovod call ``frame``'s thread waits in: the outermost Horovod function on the stack, with the
-    nearest tensor name, shape and dtype its frames hold; None when no Horovod function is on the stack."""
-    frames = _frames(frame)
-    horovod = [f for f in frames if _HOROVOD in f.f_code.co_filename]
-    if not horovod:
+    """The Horovod call ``frame``'s thread waits in, with the tensor name, shape and dtype its frames hold;
+    None when the thread is not blocked inside Horovod. The innermost Python frame must be Horovod's; the
+    call is the outermost Horovod frame reached from there through library frames only (torch's autograd
+    sits between ``allreduce`` and its ``synchronize``), so an elastic wrapper around the whole loop is not
+    taken for a collective."""
+    frames = [f for f in _frames(frame) if not f.f_code.co_filename.startswith("<")]  # generated op wrappers
+    if not frames or not _is_horovod(frames[-1].f_code.co_filename):
         return None
-    entry = horovod[0]
-    module = entry.f_globals.get("__name__", "horovod")
-    text = f"{module}.{entry.f_code.co_name}"
-    for f in reversed(frames):  # innermost first: the name of the very tensor being reduced
+    chain = []
+    for f in reversed(frames):
+        filename = f.f_code.co_filename
+        if not _is_horovod(filename) and not (_is_library(filename) and not _is_hvdkit(filename)):
+            break
+        chain.append(f)
+    entry = [f for f in chain if _is_horovod(f.f_code.co_filename)][-1]
+    text = f"{entry.f_globals.get('__name__', 'horovod')}.{entry.f_code.co_name}"
+    for f in chain:  # innermost first: the name of the very tensor being reduced
         name = f.f_locals.get("name")
         if isinstance(name, str) and name:
             text += f" {name!r}"
@@ -152,7 +177,7 @@ def collective_of(frame: FrameType | None) -> str | None:
         pending = _pending_gradients(f.f_locals.get("self"))
         if pending:
             return f"{text} (gradients of {pending})"
-    for f in reversed(frames):
+    for f in chain:
         described = _describe(f.f_locals.get("tensor"))
         if described:
             return text + described

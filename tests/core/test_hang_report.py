@@ -2,12 +2,15 @@
 the collective the others wait in, and its line; the hangs are real ones (tests/workers/hang.py). Without the
 report each of them waits for Horovod's stall shutdown (600 s by default)."""
 
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
-from helpers import WORKERS, have_horovod, horovodrun
+from helpers import REPO, WORKERS, have_horovod, horovodrun
 
 from hvdkit.core import hang_report
 from hvdkit.runtime.env_vars import check_env
@@ -31,7 +34,7 @@ def rank_line(stderr: str, rank: int) -> str:
 @pytest.mark.timeout(200)
 @pytest.mark.skipif(not have_horovod(), reason="needs Horovod's torch build")
 @pytest.mark.parametrize("case, launcher, guilty, waiting", [
-    ("skip_step", (), 1, "rank(s) 0 wait in horovod.torch.optimizer.step (gradients of 'bias', 'weight'); "
+    ("skip_step", (), 1, "rank(s) 0 wait in horovod.torch.optimizer.synchronize (gradients of 'bias', 'weight'); "
                          "missing from it: rank(s) 1"),
     ("broadcast_name", ("--gloo",), 1, "rank(s) 0 wait in horovod.torch.mpi_ops.broadcast 'best_metric.0' "
                                        "float32[3]; missing from it: rank(s) 1"),
@@ -50,6 +53,25 @@ def test_a_stuck_job_ends_with_a_report_naming_the_missing_rank_and_its_line(cas
     assert "--- rank 1 stacks ---" in err and "Thread MainThread" in err
     # start-up (two torch imports) plus the timeout plus the exchange: well under the stall shutdown
     assert wall < TIMEOUT + 30 + 45, wall
+
+
+@pytest.mark.horovod
+@pytest.mark.timeout(200)
+@pytest.mark.skipif(not have_horovod(), reason="needs Horovod's torch build")
+def test_a_stuck_elastic_job_ends_too_instead_of_being_restarted():
+    """Under Horovod's elastic driver (hvdkit elastic-local, Gloo) every worker exits with the report; the
+    driver then stops rather than restarting the stuck workers."""
+    proc = subprocess.run([sys.executable, "-m", "hvdkit", "elastic-local", "--np", "2", "--min-np", "1", "--",
+                           sys.executable, str(WORKERS / "hang.py"), "elastic_loader"], capture_output=True, text=True,
+                          timeout=150, cwd=REPO, start_new_session=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "HVDKIT_HANG_TIMEOUT": str(TIMEOUT)})
+    err = proc.stderr + proc.stdout
+    assert proc.returncode != 0 and "not reached" not in proc.stdout, err[-4000:]
+    assert "rank(s) 0 wait in horovod.torch.optimizer.synchronize (gradients of 'bias', 'weight'); missing from " \
+           "it: rank(s) 1" in err, err[-4000:]
+    assert f"not in a collective, at {WORKERS / 'hang.py'}:{guilty_line('data_loader')} in __getitem__" in \
+        rank_line(err, 1), err[-4000:]
+    assert "exit with status code 124" in err, err[-4000:]
 
 
 def test_a_bad_timeout_is_refused_naming_the_variable():

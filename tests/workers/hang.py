@@ -5,6 +5,7 @@ is not where the others are and the line it is at (marked ``GUILTY`` below).
                     average while rank 0 still averages the last step's gradients
     broadcast_name  a Trainer callback broadcasts under a name that depends on the rank
     data_loader     rank 1's dataset retries a read that never succeeds, inside Trainer.fit
+    elastic_loader  the same inside fit_elastic (hvdkit elastic-local)
 """
 
 import sys
@@ -64,4 +65,8 @@ elif case == "data_loader":
     trainer = hk.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.functional.cross_entropy,
                          progress=False)
     trainer.fit(NeverReady(), epochs=2, batch_size=4)
+elif case == "elastic_loader":
+    trainer = hk.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.functional.cross_entropy,
+                         progress=False)
+    hk.fit_elastic(trainer, NeverReady(), epochs=2, batch_size=4)
 print(f"rank {r}: not reached", flush=True)
