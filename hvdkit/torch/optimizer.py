@@ -12,7 +12,9 @@ optimizer Horovod built, keeping everything else of Horovod's.
 from __future__ import annotations
 
 import os
+import sys
 import time
+import weakref
 from typing import Any
 
 import horovod.torch as hvd
@@ -87,6 +89,20 @@ def _allreduce_grad_async(self: Any, p: torch.Tensor) -> Any:
     return self._hvdkit_horovod._allreduce_grad_async(self, p)
 
 
+def _retire_earlier(optimizer: Any) -> None:
+    """A parameter averaged by an earlier distributed optimizer (the model distributed again, with a new
+    optimizer) keeps that optimizer's gradient hook, which would allreduce it a second time under the same
+    name: the earlier optimizer leaves it (its hook counts down from ``sys.maxsize`` and never reduces)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            earlier = getattr(p, "_hvdkit_averaged_by", lambda: None)()
+            if earlier is not None and earlier is not optimizer and p in earlier._allreduce_delay:
+                earlier._allreduce_delay[p] = sys.maxsize
+                earlier._requires_update.discard(p)
+                earlier._handles.pop(p, None)
+            p._hvdkit_averaged_by = weakref.ref(optimizer)
+
+
 _AVERAGING = {"zero_grad": _zero_grad, "add_param_group": _add_param_group, "synchronize": _synchronize,
               "_allreduce_grad_async": _allreduce_grad_async}
 _ADASUM = {"zero_grad": _zero_grad}
@@ -109,6 +125,8 @@ def torch_compatible(optimizer: Any, wrapped: torch.optim.Optimizer | None = Non
     if overrides is _AVERAGING:
         namespace["_hvdkit_comm_wait"] = 0.0  # seconds blocked in synchronize, summed (an instance's own once set)
     optimizer.__class__ = type(horovod_cls.__name__, horovod_cls.__bases__, namespace)
+    if overrides is _AVERAGING:
+        _retire_earlier(optimizer)
     if wrapped is not None:
         optimizer.defaults = dict(wrapped.defaults)
         optimizer.state = wrapped.state  # Horovod's constructor starts an empty state: keep a loaded or broadcast one

@@ -77,3 +77,10 @@ def test_grad_scaler_with_clipping_documented_loop_and_trainer_agree(rows):
     assert r0["trainer"]["sha256"] == r1["trainer"]["sha256"] == r0["hand"]["sha256"]
     assert all(n <= 0.05 * (1 + 1e-5) for n in r0["hand"]["norms"])
     assert r0["bad_clip"] == "clip_grad_norm must be a finite number > 0.0, got -1"
+
+
+def test_distributing_a_model_again_retires_the_first_optimizers_hooks(rows):
+    for row in rows:
+        runs = row["second_distribute"]
+        assert runs["again"] == runs["twin"], runs
+    assert rows[0]["second_distribute"] == rows[1]["second_distribute"]

@@ -4,6 +4,7 @@ Each case trains a small model through ``hk.distribute`` (or ``hk.Trainer``) wit
 reports a hash of the final weights (the test compares the ranks) plus what the case checks.
 """
 
+import copy
 import hashlib
 import json
 import warnings
@@ -241,7 +242,32 @@ def no_step_before_training() -> dict:
     return {"moved": moved, "steps": sorted({int(v["step"]) for v in opt.state.values() if "step" in v})}
 
 
+def second_distribute() -> dict:
+    """A second ``distribute`` of the same model (a new optimizer for a fine-tuning phase) must retire the
+    first optimizer's gradient hooks: it trains as a twin distributed once, with that optimizer."""
+    model = build()
+    opt = hk.distribute(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    for step in range(2):
+        opt.zero_grad()
+        loss_at(model, step).backward()
+        opt.step()
+    twin = copy.deepcopy(model)  # new parameters: no hooks
+    runs = {}
+    for name, net in (("again", model), ("twin", twin)):
+        try:
+            opt = hk.distribute(net, torch.optim.Adam(net.parameters(), lr=0.01))
+            for step in range(2, 5):
+                opt.zero_grad()
+                loss_at(net, step).backward()
+                opt.step()
+            runs[name] = digest(net)
+        except Exception as e:  # reported: the test compares the runs
+            runs[name] = f"{type(e).__name__}: {e}"
+    return runs
+
+
 out = {"rank": RANK, "no_step_before_training": no_step_before_training(),
+       "second_distribute": second_distribute(),
        "set_to_none": {str(flag): set_to_none(flag) for flag in (True, False)},
        "unused_branch": unused_branch(), "frozen_later": frozen_later(), "add_param_group": add_param_group(),
        "schedulers": schedulers(), "state_dict": state_dict_roundtrip(), "implementations": implementations(),
