@@ -14,9 +14,9 @@ import keras
 from hvdkit.core.callback import Callback
 from hvdkit.core.engine import Engine
 from hvdkit.keras import stop_training
+from hvdkit.keras.backend import current as backend
 from hvdkit.keras.mixed_precision import check_loss_scaling
 from hvdkit.keras.ops import KerasOps
-from hvdkit.tensorflow.runtime import HorovodComm
 
 _ENGINE_ATTR = "_hvdkit_engine"
 #: The ``logs`` argument of Keras callback hooks.
@@ -28,7 +28,7 @@ def engine_for(model: keras.Model) -> Engine:
     """The engine shared by hvdkit callbacks on ``model`` (created on first use)."""
     engine = getattr(model, _ENGINE_ATTR, None)
     if engine is None:
-        engine = Engine(HorovodComm(), KerasOps(model), [])
+        engine = Engine(backend.HorovodComm(), KerasOps(model), [])
         object.__setattr__(model, _ENGINE_ATTR, engine)  # bypass Keras's attribute tracking
     return engine
 
