@@ -150,6 +150,9 @@ class EngineBridge(keras.callbacks.Callback):
         if self._driving:
             self._batches = batch + 1
             self.engine.batch_begin(batch, global_step=self._epoch_base + batch)
+            # Armed here too, on fit's thread: where Keras runs batch-end hooks on worker threads (the torch
+            # backend), the arm in on_train_batch_end may come after fit's read on some ranks only.
+            stop_training.arm(self.model)
 
     def on_train_batch_end(self, batch: int, logs: KerasLogs = None) -> None:
         """End the engine's batch (counters untouched: this may run late, on another thread)."""

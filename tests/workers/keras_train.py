@@ -1,5 +1,6 @@
 """A small deterministic Keras 3 run for the integration tests: model.fit, a custom tape loop, or both
-one after the other in one process (each from a freshly seeded model: one launch for two checks).
+one after the other in one process (each from a freshly seeded model: one launch for two checks). ``fit`` runs on
+either Keras backend (``KERAS_BACKEND=tensorflow`` or ``torch``); ``tape`` on TensorFlow.
 
 Writes per mode and rank, in <results>/<mode>/: rank<r>.npz (final weights), rank<r>_init.npz (as built),
 rank<r>_start.npz (weights when the first step starts) and rank<r>.json (LRs per step, raw and averaged logs).
@@ -31,9 +32,7 @@ args = p.parse_args()
 
 hk.init(threads=1)
 import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-import hvdkit.tensorflow as htf  # noqa: E402
 from hvdkit.keras.callbacks import BroadcastInitialState, Checkpoint, LearningRateWarmup, MetricAverage  # noqa: E402
 
 r = hk.rank()
@@ -75,7 +74,7 @@ def train(mode):
     keras.utils.set_random_seed(1000 + (r if args.model_seed_per_rank else 0))
     model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(3)])
     initial = [w.copy() for w in model.get_weights()]
-    out = {"size": hk.size()}
+    out = {"size": hk.size(), "backend": keras.backend.backend()}
     if mode == "fit":
         opt = hk.DistributedOptimizer(keras.optimizers.SGD(args.lr, momentum=args.momentum))
         model.compile(optimizer=opt, loss=loss_fn, metrics=["accuracy"], jit_compile=False)
@@ -94,7 +93,11 @@ def train(mode):
         out.update(history=hist.history, raw=cap.raw, lrs=start.lrs, initial_epoch=initial_epoch,
                    steps=hist.params["steps"])
         start_weights = start.start
-    else:
+    else:  # a TensorFlow custom loop (KERAS_BACKEND=tensorflow only)
+        import tensorflow as tf
+
+        import hvdkit.tensorflow as htf
+
         opt = keras.optimizers.SGD(args.lr)
         opt.build(model.trainable_variables)
         htf.broadcast_variables(model.variables + opt.variables, root_rank=0)
