@@ -18,7 +18,8 @@ import hvdkit.keras as hk
 
 p = argparse.ArgumentParser()
 p.add_argument("--results", required=True)
-p.add_argument("--mode", choices=["fit", "tape"], nargs="+", default=["fit"])
+p.add_argument("--mode", choices=["fit", "fit_acc", "fit_fp16", "tape"], nargs="+", default=["fit"],
+               help="fit_acc: accumulate_steps=2 (averaged); fit_fp16: fp16 compression")
 p.add_argument("--batch", type=int, default=8, help="per worker")
 p.add_argument("--epochs", type=int, default=3)
 p.add_argument("--lr", type=float, default=0.1)
@@ -75,8 +76,10 @@ def train(mode):
     model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(3)])
     initial = [w.copy() for w in model.get_weights()]
     out = {"size": hk.size(), "backend": keras.backend.backend()}
-    if mode == "fit":
-        opt = hk.DistributedOptimizer(keras.optimizers.SGD(args.lr, momentum=args.momentum))
+    if mode.startswith("fit"):
+        variant = {"fit": {}, "fit_acc": {"accumulate_steps": 2, "average_aggregated_gradients": True},
+                   "fit_fp16": {"compression": "fp16"}}[mode]
+        opt = hk.DistributedOptimizer(keras.optimizers.SGD(args.lr, momentum=args.momentum), **variant)
         model.compile(optimizer=opt, loss=loss_fn, metrics=["accuracy"], jit_compile=False)
         cap, start = RawLogs(), StepProbe()
         cbs = [cap, BroadcastInitialState(), MetricAverage()]
@@ -91,7 +94,7 @@ def train(mode):
         hist = model.fit(xs, ys, batch_size=args.batch, epochs=args.epochs, shuffle=False, verbose=0,
                          callbacks=cbs, initial_epoch=initial_epoch)
         out.update(history=hist.history, raw=cap.raw, lrs=start.lrs, initial_epoch=initial_epoch,
-                   steps=hist.params["steps"])
+                   steps=hist.params["steps"], updates=int(keras.ops.convert_to_numpy(opt.iterations)))
         start_weights = start.start
     else:  # a TensorFlow custom loop (KERAS_BACKEND=tensorflow only)
         import tensorflow as tf
