@@ -1,5 +1,6 @@
-"""Keras 3 adapter (TensorFlow backend), built on ``horovod.tensorflow`` collectives (upstream
-``horovod.tensorflow.keras`` fails on Keras 3; hvdkit does not use it).
+"""Keras 3 adapter, on the TensorFlow or the PyTorch backend (``KERAS_BACKEND``, TensorFlow when unset),
+built on Horovod's binding for that backend (upstream ``horovod.tensorflow.keras`` fails on Keras 3; hvdkit
+does not use it). The code is the same on both: what differs lives in :mod:`hvdkit.keras.backend`.
 
     import hvdkit.keras as hk
     from hvdkit.keras.callbacks import BroadcastInitialState, LearningRateWarmup, MetricAverage, Checkpoint
@@ -8,36 +9,38 @@
     model.fit(x, y, callbacks=[BroadcastInitialState(), MetricAverage(), LearningRateWarmup(warmup_epochs=2)],
               verbose=hk.verbose())
 
-A Horovod 0.28.1 script runs after ``import horovod.tensorflow.keras as hvd`` becomes
+On TensorFlow, a Horovod 0.28.1 script runs after ``import horovod.tensorflow.keras as hvd`` becomes
 ``import hvdkit.keras as hvd`` (or ``hvdkit.tensorflow.keras``): Horovod's names (``__horovod_all__``,
-from :mod:`hvdkit.compat.horovod.keras`) sit beside hvdkit's own (``__all__``).
+from :mod:`hvdkit.compat.horovod.keras`) sit beside hvdkit's own (``__all__``). On JAX the import
+refuses: Keras's own ``keras.distribution`` is the path there.
 """
 
-import os
+from hvdkit.core.history import History
+from hvdkit.keras.backend import current as _backend
+from hvdkit.keras.optimizer import DistributedOptimizer, is_distributed
 
-from hvdkit.core.imports import require
+HorovodComm = _backend.HorovodComm
+init, rank, size, local_rank, local_size = (_backend.init, _backend.rank, _backend.size, _backend.local_rank,
+                                            _backend.local_size)
+shard = _backend.shard
+_TF_ONLY = ("SyncBatchNormalization", "fit_elastic")
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-require("tensorflow", extra="tensorflow")
-require("keras", extra="tensorflow")
-require("horovod.tensorflow", extra="tensorflow", horovod=True)
+if _backend.NAME == "tensorflow":
+    from hvdkit.compat.horovod import export as _export
+    from hvdkit.compat.horovod import keras as _horovod_api
+    from hvdkit.keras.elastic_fit import fit_elastic as fit_elastic
+    from hvdkit.keras.sync_batchnorm import SyncBatchNormalization as SyncBatchNormalization
 
-import keras  # noqa: E402
+    __getattr__ = _export(globals(), _horovod_api, "horovod.tensorflow.keras")  # Horovod's names; others: error
+else:
+    def _not_on_torch(name: str) -> object:
+        if name in _TF_ONLY:
+            raise AttributeError(f"hvdkit.keras.{name} runs on Keras's TensorFlow backend only for now "
+                                 "(KERAS_BACKEND=tensorflow); this process runs Keras on torch")
+        raise AttributeError(f"module 'hvdkit.keras' has no attribute {name!r} (on KERAS_BACKEND=torch it has "
+                             f"hvdkit's names only; Horovod's horovod.tensorflow.keras names need TensorFlow)")
 
-if not keras.__version__.startswith("3.") or keras.backend.backend() != "tensorflow":
-    raise ImportError(f"hvdkit.keras needs Keras 3 on the TensorFlow backend, got keras {keras.__version__} "
-                      f"with backend {keras.backend.backend()!r}; set KERAS_BACKEND=tensorflow")
-
-from hvdkit.compat.horovod import export as _export  # noqa: E402
-from hvdkit.compat.horovod import keras as _horovod_api  # noqa: E402
-from hvdkit.core.history import History  # noqa: E402
-from hvdkit.keras.elastic_fit import fit_elastic  # noqa: E402
-from hvdkit.keras.optimizer import DistributedOptimizer, is_distributed  # noqa: E402
-from hvdkit.keras.sync_batchnorm import SyncBatchNormalization  # noqa: E402
-from hvdkit.tensorflow.data import shard  # noqa: E402
-from hvdkit.tensorflow.runtime import HorovodComm, init, local_rank, local_size, rank, size  # noqa: E402
-
-__getattr__ = _export(globals(), _horovod_api, "horovod.tensorflow.keras")  # Horovod's names; others: AttributeError
+    __getattr__ = _not_on_torch
 
 
 def verbose(level: int = 1) -> int:
@@ -45,5 +48,5 @@ def verbose(level: int = 1) -> int:
     return level if rank() == 0 else 0
 
 
-__all__ = ["DistributedOptimizer", "History", "HorovodComm", "SyncBatchNormalization", "fit_elastic", "init",
-           "is_distributed", "local_rank", "local_size", "rank", "shard", "size", "verbose"]
+__all__ = ["DistributedOptimizer", "History", "HorovodComm", "init", "is_distributed", "local_rank", "local_size",
+           "rank", "shard", "size", "verbose", *(_TF_ONLY if _backend.NAME == "tensorflow" else ())]

@@ -15,9 +15,9 @@ from hvdkit.core.callback import Callback
 from hvdkit.core.engine import Engine
 from hvdkit.core.hang_report import heartbeat
 from hvdkit.keras import stop_training
+from hvdkit.keras.backend import current as backend
 from hvdkit.keras.mixed_precision import check_loss_scaling
 from hvdkit.keras.ops import KerasOps
-from hvdkit.tensorflow.runtime import HorovodComm
 
 _ENGINE_ATTR = "_hvdkit_engine"
 #: The ``logs`` argument of Keras callback hooks.
@@ -29,7 +29,7 @@ def engine_for(model: keras.Model) -> Engine:
     """The engine shared by hvdkit callbacks on ``model`` (created on first use)."""
     engine = getattr(model, _ENGINE_ATTR, None)
     if engine is None:
-        engine = Engine(HorovodComm(), KerasOps(model), [])
+        engine = Engine(backend.HorovodComm(), KerasOps(model), [])
         object.__setattr__(model, _ENGINE_ATTR, engine)  # bypass Keras's attribute tracking
     return engine
 
@@ -151,6 +151,9 @@ class EngineBridge(keras.callbacks.Callback):
         if self._driving:
             self._batches = batch + 1
             self.engine.batch_begin(batch, global_step=self._epoch_base + batch)
+            # Armed here too, on fit's thread: where Keras runs batch-end hooks on worker threads (the torch
+            # backend), the arm in on_train_batch_end may come after fit's read on some ranks only.
+            stop_training.arm(self.model)
 
     def on_train_batch_end(self, batch: int, logs: KerasLogs = None) -> None:
         """End the engine's batch (counters untouched: this may run late, on another thread)."""

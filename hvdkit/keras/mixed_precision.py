@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import horovod.tensorflow as hvd
 import keras
-import tensorflow as tf
 
 from hvdkit.core.comm import under_elastic_driver
+from hvdkit.keras.backend import current as backend
 
 _KerasLSO = keras.optimizers.LossScaleOptimizer
 
@@ -38,11 +37,9 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     def check_finite(self, grads: list[Any]) -> Any:
         """True on every rank when every rank's ``grads`` are finite (one allreduce of a flag, max)."""
         finite = super().check_finite(grads)
-        if hvd.size() == 1 and not under_elastic_driver():
+        if backend.hvd.size() == 1 and not under_elastic_driver():
             return finite
-        overflow = tf.cast(tf.logical_not(finite), tf.float32)
-        agreed = hvd.allreduce(overflow, op=hvd.Max, name="hvdkit.loss_scale.overflow")
-        return tf.equal(agreed, 0.0)
+        return backend.agree_finite(finite, "hvdkit.loss_scale.overflow")
 
 
 # Same name and module as Keras's class: a saved model records the plain optimizer and loads without hvdkit.

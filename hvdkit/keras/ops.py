@@ -10,7 +10,7 @@ import numpy as np
 from hvdkit.core.checkpoint_tree import join, load_numpy, numpy_leaf, numpy_payload, split
 from hvdkit.core.rng import capture_host_rng, restore_host_rng
 from hvdkit.core.types import Snapshot
-from hvdkit.tensorflow.variables import broadcast_variables
+from hvdkit.keras.backend import current as backend
 
 # Settings a resume puts back as attributes; the others shape the traced step (accumulation, EMA,
 # clipping) or are not settings (the name; the LR is a variable, restored with the others).
@@ -118,8 +118,8 @@ class KerasOps:
         if not self.model.built or not self.model.variables:
             return False
         self.ensure_built()
-        extra = {} if process_set is None else {"process_set": process_set}
-        broadcast_variables(list(self.model.variables) + list(self.optimizer.variables), root_rank=root_rank, **extra)
+        backend.broadcast_variables(list(self.model.variables) + list(self.optimizer.variables), root_rank,
+                                    process_set)
         return True
 
     def dump(self, obj: Any) -> tuple[Any, Any]:

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 from types import SimpleNamespace
 from typing import Any
 
-import horovod.tensorflow as hvd
 import keras
-import tensorflow as tf
 
 from hvdkit.core.collectives import resolve_reduction
 from hvdkit.core.numerics import check_nonfinite
 from hvdkit.core.validation import check_int, check_number
+from hvdkit.keras.backend import current as backend
 from hvdkit.keras.mixed_precision import agreed_loss_scaling
-from hvdkit.tensorflow.gradients import allreduce_gradients
 
 _CLASSES: dict[type, type] = {}
 
@@ -39,19 +36,15 @@ class _DistributedMixin:
     _hvdkit_finite: Any
 
     def _clip_gradients(self, grads: list[Any]) -> list[Any]:
-        # Which ranks' own gradients are not finite: a flag per rank, summed beside the gradients (every
-        # step, outside any branch, so every rank runs the same collectives). The decision below reads
-        # only allreduced values, the same on every rank.
+        # Which ranks' own gradients are not finite: a flag per rank, summed beside the gradients. The
+        # decision below reads only allreduced values, the same on every rank.
+        hvd = backend.hvd
         process_set = self._hvdkit_reduce.get("process_set") or hvd.global_process_set
-        local_bad = tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
-        flags = hvd.allreduce(tf.one_hot(hvd.rank(), hvd.size()) * local_bad, op=hvd.Sum,
-                              name=f"hvdkit.{self.name}.nonfinite", process_set=process_set)
-        grads = allreduce_gradients(grads, name_prefix=f"hvdkit.{self.name}",
-                                    **self._hvdkit_reduce)
+        flags = backend.nonfinite_flags(grads, process_set, f"hvdkit.{self.name}.nonfinite")
+        grads = backend.allreduce_gradients(grads, name_prefix=f"hvdkit.{self.name}", **self._hvdkit_reduce)
         if self._hvdkit_scale != 1.0:  # Keras averages what it accumulated; Horovod sums unless told to average
             grads = [None if g is None else g * self._hvdkit_scale for g in grads]
-        self._hvdkit_bad_ranks = tf.reshape(tf.where(flags > 0), [-1])
-        self._hvdkit_finite = tf.logical_and(tf.reduce_all(flags == 0), _all_finite(grads))
+        self._hvdkit_bad_ranks, self._hvdkit_finite = backend.flags_verdict(flags, grads)
         return super()._clip_gradients(grads)  # type: ignore[misc]
 
     def _backend_update_step(self, grads: list[Any], trainable_variables: list[Any], learning_rate: Any) -> None:
@@ -61,25 +54,8 @@ class _DistributedMixin:
             super(_DistributedMixin, self)._backend_update_step(  # type: ignore[misc]
                 grads, trainable_variables, learning_rate)
 
-        def nonfinite() -> None:
-            message = tf.strings.format(
-                "non-finite gradients (NaN or inf) after the allreduce at step {}; the local gradients of this step "
-                "were non-finite on rank(s) {} (none: they overflowed in the allreduce)",
-                (self.iterations, self._hvdkit_bad_ranks))
-            if self._hvdkit_nonfinite == "stop":
-                tf.debugging.Assert(False, [tf.strings.join([
-                    # no quotes: TensorFlow escapes them in the error it raises
-                    "hvdkit NonFiniteError: ", message, ". Training stopped on every rank before the update "
-                    "(nonfinite=stop), so the weights and the last checkpoint are finite; nonfinite=skip skips "
-                    "such steps, nonfinite=warn applies them"])])
-                return
-            tf.print("hvdkit WARNING:", message, ": update skipped on every rank (nonfinite='skip')"
-                     if self._hvdkit_nonfinite == "skip" else ": update applied (nonfinite='warn'): the weights "
-                     "are no longer finite and will not be checkpointed", output_stream=sys.stderr)
-            if self._hvdkit_nonfinite == "warn":
-                update()
-
-        keras.ops.cond(self._hvdkit_finite, update, nonfinite)
+        backend.guarded_update(self._hvdkit_finite, update, self._hvdkit_nonfinite, self.iterations,
+                               self._hvdkit_bad_ranks)
 
     @property
     def _agg_helper(self) -> SimpleNamespace | None:
@@ -88,13 +64,6 @@ class _DistributedMixin:
         passes, ``iterations`` updates); None without ``backward_passes_per_step``, as Horovod's."""
         steps = self.gradient_accumulation_steps
         return SimpleNamespace(counter=self._iterations % steps) if steps else None
-
-
-def _all_finite(grads: list[Any]) -> Any:
-    """A boolean tensor: every value of every (dense or sparse) gradient is finite."""
-    checks = [tf.reduce_all(tf.math.is_finite(g.values if isinstance(g, tf.IndexedSlices) else g))
-              for g in grads if g is not None]
-    return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
 
 
 def _distributed_class(cls: type) -> type:
@@ -153,6 +122,7 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, name: str | None
     if optimizer.built:
         raise ValueError("optimizer must be wrapped before it is built (before the first training step); "
                          "got one that already holds variables")
+    hvd = backend.hvd
     compression, op = resolve_reduction(hvd, compression, op)
     check_nonfinite(nonfinite)
     check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)

@@ -120,6 +120,25 @@ def _spark(report: Report) -> None:
                        "apt-get install default-jre-headless (Spark 4 needs Java 17 or newer)")
 
 
+#: What hvdkit.keras does on each Keras backend.
+KERAS_BACKENDS = {"tensorflow": "supported by hvdkit.keras", "torch": "supported by hvdkit.keras",
+                  "jax": "not supported by hvdkit.keras: keras.distribution is JAX's native path"}
+
+
+def _keras_backend(r: Report) -> None:
+    """The Keras backend hvdkit.keras will run on (``KERAS_BACKEND``, TensorFlow when unset: hvdkit.keras sets
+    that default before Keras reads its keras.json), and whether hvdkit supports it."""
+    backend = os.environ.get("KERAS_BACKEND") or "tensorflow"
+    support = KERAS_BACKENDS.get(backend, "not supported by hvdkit.keras")
+    r.facts["keras_backend"] = f"{backend} ({support})"
+    if backend not in ("tensorflow", "torch"):
+        r.problem(f"KERAS_BACKEND={backend}: {support}",
+                  "set KERAS_BACKEND=torch or KERAS_BACKEND=tensorflow to use hvdkit.keras")
+    elif r.facts[backend] is None:
+        r.problem(f"KERAS_BACKEND={backend}, but {backend} is not installed",
+                  f"install {backend}, or set KERAS_BACKEND to the installed one")
+
+
 def collect() -> Report:
     """Inspect this environment."""
     r = Report()
@@ -141,6 +160,8 @@ def collect() -> Report:
             r.problem(f"Keras's backend is {backend}: hvdkit.keras {support}",
                       "set KERAS_BACKEND=torch or KERAS_BACKEND=tensorflow for hvdkit.keras")
     f["horovod"] = _version("horovod")
+    if f["keras"] is not None:
+        _keras_backend(r)
     f["ray"] = _version("ray")  # hvdkit[ray]: hvdkit.integrations.ray trains on a Ray cluster
     f["tested"] = {name: tested_range(name) for name in TESTED}
     for name in TESTED:

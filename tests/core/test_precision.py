@@ -39,9 +39,12 @@ def test_torch_fp16_overflow_on_one_rank_is_skipped_on_every_rank(torch_workers)
 # A slow_check: CI keeps the torch run above (the same agreed-skip logic) and Keras mixed precision elsewhere.
 @pytest.mark.slow_check
 @pytest.mark.timeout(300)
-def test_keras_fp16_overflow_on_one_rank_is_skipped_on_every_rank():
+@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+def test_keras_fp16_overflow_on_one_rank_is_skipped_on_every_rank(backend):
     # Without the agreed flag this run hangs: rank 1 skips the allreduce rank 0 waits in (checked by hand).
-    r0, r1 = _rows(horovodrun("precision_keras.py", timeout=240).stdout, "KERAS_PRECISION")
+    proc = horovodrun("precision_keras.py", timeout=240, env={"KERAS_BACKEND": backend})
+    r0, r1 = _rows(proc.stdout, "KERAS_PRECISION")
+    assert r0["backend"] == r1["backend"] == backend
     for run in ("fp16_lso", "fp16_policy"):  # LossScaleOptimizer given, or added for the mixed_float16 policy
         a, b = r0[run], r1[run]
         print(f"keras {run}: skipped {a['skipped']} / {b['skipped']}, scale {a['scales'][0]} -> {a['scales'][-1]}, "

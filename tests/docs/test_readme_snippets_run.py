@@ -1,4 +1,5 @@
-"""The README's Keras snippet is a real program: two ranks train it under horovodrun and checkpoint it."""
+"""The README's Keras snippet is a real program: two ranks train it under horovodrun and checkpoint it, on
+Keras's TensorFlow and torch backends."""
 
 from __future__ import annotations
 
@@ -25,10 +26,11 @@ def _keras_snippet() -> str:
 
 @pytest.mark.horovod
 @pytest.mark.timeout(300)
-def test_the_keras_snippet_trains_on_two_ranks_and_checkpoints(tmp_path):
+@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+def test_the_keras_snippet_trains_on_two_ranks_and_checkpoints(tmp_path, backend):
     (tmp_path / "fit.py").write_text(_keras_snippet())
     horovodrun = str(Path(sys.executable).with_name("horovodrun"))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": backend}
     proc = subprocess.run([horovodrun, "-np", "2", "-H", "localhost:2", sys.executable, "fit.py"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -86,3 +86,22 @@ def test_a_framework_whose_horovod_extension_is_missing_is_not_reported_as_built
     assert build["frameworks"] == {"tensorflow": True, "torch": False}
     assert build["tensor_operations"]["nccl"] is True
     assert any("without torch support" in p[0] for p in report.problems), report.problems
+
+
+@pytest.mark.parametrize(("backend", "shown", "problem"), [
+    (None, "tensorflow (supported by hvdkit.keras)", None),
+    ("torch", "torch (supported by hvdkit.keras)", None),
+    ("jax", "jax (not supported by hvdkit.keras: keras.distribution is JAX's native path)", "KERAS_BACKEND=jax"),
+])
+def test_doctor_shows_the_keras_backend_and_whether_hvdkit_supports_it(monkeypatch, backend, shown, problem):
+    from hvdkit.tools import doctor
+
+    if backend is None:
+        monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    else:
+        monkeypatch.setenv("KERAS_BACKEND", backend)
+    report = doctor.Report(facts={"tensorflow": "2.21.0", "torch": "2.13.0"})
+    doctor._keras_backend(report)
+    assert report.facts["keras_backend"] == shown
+    problems = [p for p, _ in report.problems]
+    assert problems == [] if problem is None else (len(problems) == 1 and problem in problems[0])

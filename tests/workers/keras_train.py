@@ -1,5 +1,6 @@
 """A small deterministic Keras 3 run for the integration tests: model.fit, a custom tape loop, or both
-one after the other in one process (each from a freshly seeded model: one launch for two checks).
+one after the other in one process (each from a freshly seeded model: one launch for two checks). ``fit`` runs on
+either Keras backend (``KERAS_BACKEND=tensorflow`` or ``torch``); ``tape`` on TensorFlow.
 
 Writes per mode and rank, in <results>/<mode>/: rank<r>.npz (final weights), rank<r>_init.npz (as built),
 rank<r>_start.npz (weights when the first step starts) and rank<r>.json (LRs per step, raw and averaged logs).
@@ -17,7 +18,8 @@ import hvdkit.keras as hk
 
 p = argparse.ArgumentParser()
 p.add_argument("--results", required=True)
-p.add_argument("--mode", choices=["fit", "tape"], nargs="+", default=["fit"])
+p.add_argument("--mode", choices=["fit", "fit_acc", "fit_fp16", "tape"], nargs="+", default=["fit"],
+               help="fit_acc: accumulate_steps=2 (averaged); fit_fp16: fp16 compression")
 p.add_argument("--batch", type=int, default=8, help="per worker")
 p.add_argument("--epochs", type=int, default=3)
 p.add_argument("--lr", type=float, default=0.1)
@@ -31,9 +33,7 @@ args = p.parse_args()
 
 hk.init(threads=1)
 import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-import hvdkit.tensorflow as htf  # noqa: E402
 from hvdkit.keras.callbacks import BroadcastInitialState, Checkpoint, LearningRateWarmup, MetricAverage  # noqa: E402
 
 r = hk.rank()
@@ -75,9 +75,11 @@ def train(mode):
     keras.utils.set_random_seed(1000 + (r if args.model_seed_per_rank else 0))
     model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(3)])
     initial = [w.copy() for w in model.get_weights()]
-    out = {"size": hk.size()}
-    if mode == "fit":
-        opt = hk.DistributedOptimizer(keras.optimizers.SGD(args.lr, momentum=args.momentum))
+    out = {"size": hk.size(), "backend": keras.backend.backend()}
+    if mode.startswith("fit"):
+        variant = {"fit": {}, "fit_acc": {"accumulate_steps": 2, "average_aggregated_gradients": True},
+                   "fit_fp16": {"compression": "fp16"}}[mode]
+        opt = hk.DistributedOptimizer(keras.optimizers.SGD(args.lr, momentum=args.momentum), **variant)
         model.compile(optimizer=opt, loss=loss_fn, metrics=["accuracy"], jit_compile=False)
         cap, start = RawLogs(), StepProbe()
         cbs = [cap, BroadcastInitialState(), MetricAverage()]
@@ -92,9 +94,13 @@ def train(mode):
         hist = model.fit(xs, ys, batch_size=args.batch, epochs=args.epochs, shuffle=False, verbose=0,
                          callbacks=cbs, initial_epoch=initial_epoch)
         out.update(history=hist.history, raw=cap.raw, lrs=start.lrs, initial_epoch=initial_epoch,
-                   steps=hist.params["steps"])
+                   steps=hist.params["steps"], updates=int(keras.ops.convert_to_numpy(opt.iterations)))
         start_weights = start.start
-    else:
+    else:  # a TensorFlow custom loop (KERAS_BACKEND=tensorflow only)
+        import tensorflow as tf
+
+        import hvdkit.tensorflow as htf
+
         opt = keras.optimizers.SGD(args.lr)
         opt.build(model.trainable_variables)
         htf.broadcast_variables(model.variables + opt.variables, root_rank=0)

@@ -1,4 +1,5 @@
-"""Keras 3 mixed precision under Horovod (#14 item 1), 2 workers. Prints one JSON line per rank.
+"""Keras 3 mixed precision under Horovod, 2 workers, on the Keras backend KERAS_BACKEND names. Prints one JSON
+line per rank.
 
 mixed_float16 runs (the optimizer given as a LossScaleOptimizer, and as a plain SGD under the global
 policy) multiply rank 1's loss by inf at step 3 only. For each: the steps skipped (the inner optimizer's
@@ -99,6 +100,6 @@ def refused_plain_lso():
     return None
 
 
-out = {"rank": RANK, "refused": refused_plain_lso(),
+out = {"rank": RANK, "backend": keras.backend.backend(), "refused": refused_plain_lso(),
        "fp16_lso": run_fp16("lso"), "fp16_policy": run_fp16("policy"), "bf16": run_bf16()}
 print("KERAS_PRECISION " + json.dumps(out), flush=True)

@@ -1,0 +1,54 @@
+"""Which Keras backends ``import hvdkit.keras`` accepts, and what it offers on each: one process per backend
+(Keras fixes its backend at its first import)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import requires_horovod
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.timeout(300)]
+
+
+def python(code, backend):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=240)
+
+
+def test_jax_is_refused_naming_keras_distribution():
+    proc = python("import hvdkit.keras", "jax")
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: ") and "keras.distribution" in last and "KERAS_BACKEND=torch" in last, last
+
+
+@requires_horovod
+def test_on_torch_the_public_names_are_there_without_tensorflow():
+    code = """if True:
+        import json, sys
+        import hvdkit.keras as hk
+        import keras
+        names = ["init", "rank", "size", "local_rank", "local_size", "shard", "DistributedOptimizer", "verbose",
+                 "History", "is_distributed", "HorovodComm"]
+        out = {"backend": keras.backend.backend(), "missing": [n for n in names if not hasattr(hk, n)],
+               "tensorflow": "tensorflow" in sys.modules}
+        try:
+            hk.fit_elastic
+        except AttributeError as e:
+            out["fit_elastic"] = str(e)
+        hk.init(threads=1)
+        opt = hk.DistributedOptimizer(keras.optimizers.Adam(0.01), compression="fp16", accumulate_steps=2)
+        out["distributed"] = hk.is_distributed(opt) and isinstance(opt, keras.optimizers.Adam)
+        print(json.dumps(out))
+    """
+    proc = python(code, "torch")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["backend"] == "torch" and out["missing"] == [] and out["distributed"]
+    assert not out["tensorflow"]  # a torch-only machine (no TensorFlow) runs it
+    assert "TensorFlow backend" in out["fit_elastic"]
