@@ -10,15 +10,16 @@ import os
 from typing import Any
 
 from hvdkit.core.imports import require
+from hvdkit.runtime.frameworks import keras_backend
 
 #: Keras backends hvdkit.keras runs on, and the module of each.
 SUPPORTED = {"tensorflow": "hvdkit.keras.backend_tf", "torch": "hvdkit.keras.backend_torch"}
 
 
 def requested() -> str:
-    """The backend Keras will load: ``KERAS_BACKEND``, TensorFlow when it is not set (Keras's own
-    default for hvdkit, which sets it before Keras is imported)."""
-    return os.environ.get("KERAS_BACKEND") or "tensorflow"
+    """The backend Keras will load (:func:`hvdkit.runtime.frameworks.keras_backend`: ``KERAS_BACKEND``, then
+    ``keras.json``, then TensorFlow, or torch where it is the only framework installed)."""
+    return keras_backend()[0]
 
 
 def check(backend: str) -> None:
@@ -33,8 +34,8 @@ def check(backend: str) -> None:
 
 
 def _load() -> Any:
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     name = requested()
+    os.environ.setdefault("KERAS_BACKEND", name)  # Keras then loads the backend checked here
     check(name)
     if name == "torch":
         require("torch", extra="torch")

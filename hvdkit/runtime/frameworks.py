@@ -4,8 +4,12 @@ extensions and hvdkit's patches were built and checked only inside it, so the us
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import re
 import warnings
+from collections.abc import Callable, Mapping
 
 # (oldest, newest) major.minor that CI, the slow checks or a GPU run have trained with (docs/install.md).
 TESTED: dict[str, tuple[str, str]] = {
@@ -46,3 +50,30 @@ def warn_if_untested(name: str, version: str | None) -> None:
     message = untested(name, version)
     if message:
         warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def _installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def keras_backend(environ: Mapping[str, str] | None = None, home: str | None = None,
+                  installed: Callable[[str], bool] = _installed) -> tuple[str, str]:
+    """``(backend, where it comes from)``: the Keras backend hvdkit.keras runs on, read as Keras reads it
+    and without importing Keras (which would start that framework): ``KERAS_BACKEND``, else ``keras.json`` in
+    ``$KERAS_HOME`` or ``~/.keras``. With neither, TensorFlow as in Keras, unless only torch is installed (a
+    torch-only environment such as hvdkit's CUDA image): then torch."""
+    env = os.environ if environ is None else environ
+    if env.get("KERAS_BACKEND"):
+        return env["KERAS_BACKEND"], "KERAS_BACKEND"
+    path = os.path.join(env.get("KERAS_HOME") or os.path.join(home or os.path.expanduser("~"), ".keras"),
+                        "keras.json")
+    try:
+        with open(path) as f:
+            backend = json.load(f).get("backend")
+    except (OSError, ValueError, AttributeError):
+        backend = None
+    if isinstance(backend, str) and backend:
+        return backend, path
+    if not installed("tensorflow") and installed("torch"):
+        return "torch", "the only framework installed"
+    return "tensorflow", "Keras's default"

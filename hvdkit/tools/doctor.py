@@ -13,7 +13,7 @@ from typing import Any
 
 from hvdkit.runtime.env_vars import env_problems
 from hvdkit.runtime.environments import detect as detect_launcher
-from hvdkit.runtime.frameworks import TESTED, tested_range, untested
+from hvdkit.runtime.frameworks import TESTED, keras_backend, tested_range, untested
 from hvdkit.runtime.tuning import (
     CPU_RUNTIME_DEFAULTS,
     available_cores,
@@ -24,31 +24,6 @@ from hvdkit.runtime.tuning import (
 from hvdkit.tools.build.horovod_wheel import first_line
 from hvdkit.tools.build.horovod_wheel import installed_version as _version
 from hvdkit.tools.build.pythons import is_supported, supported_names
-
-#: Keras backend -> what hvdkit.keras does on it
-KERAS_BACKENDS = {
-    "tensorflow": "supported (Horovod's TensorFlow ops)",
-    "torch": "supported (Horovod's PyTorch ops)",
-    "jax": "not supported: keras.distribution is JAX's native multi-device path",
-    "numpy": "not supported: the numpy backend does not train",
-    "openvino": "not supported: the openvino backend does not train",
-}
-
-
-def keras_backend(environ: dict[str, str] | None = None, home: str | None = None) -> str:
-    """The backend ``import keras`` would pick, read as Keras reads it (``KERAS_BACKEND``, then
-    ``$KERAS_HOME/keras.json`` or ``~/.keras/keras.json``, else TensorFlow) without importing Keras, which
-    would start that framework."""
-    env = os.environ if environ is None else environ
-    if env.get("KERAS_BACKEND"):
-        return env["KERAS_BACKEND"]
-    folder = env.get("KERAS_HOME") or os.path.join(home or os.path.expanduser("~"), ".keras")
-    try:
-        with open(os.path.join(folder, "keras.json")) as f:
-            backend = json.load(f).get("backend")
-    except (OSError, ValueError, AttributeError):
-        return "tensorflow"
-    return backend if isinstance(backend, str) and backend else "tensorflow"
 
 
 @dataclass
@@ -126,16 +101,16 @@ KERAS_BACKENDS = {"tensorflow": "supported by hvdkit.keras", "torch": "supported
 
 
 def _keras_backend(r: Report) -> None:
-    """The Keras backend hvdkit.keras will run on (``KERAS_BACKEND``, TensorFlow when unset: hvdkit.keras sets
-    that default before Keras reads its keras.json), and whether hvdkit supports it."""
-    backend = os.environ.get("KERAS_BACKEND") or "tensorflow"
+    """The Keras backend hvdkit.keras will run on (:func:`hvdkit.runtime.frameworks.keras_backend`), where
+    that comes from, and whether hvdkit supports it."""
+    backend, source = keras_backend()
     support = KERAS_BACKENDS.get(backend, "not supported by hvdkit.keras")
-    r.facts["keras_backend"] = f"{backend} ({support})"
+    r.facts["keras_backend"] = f"{backend} ({support}; from {source})"
     if backend not in ("tensorflow", "torch"):
-        r.problem(f"KERAS_BACKEND={backend}: {support}",
+        r.problem(f"Keras's backend is {backend} (from {source}): {support}",
                   "set KERAS_BACKEND=torch or KERAS_BACKEND=tensorflow to use hvdkit.keras")
     elif r.facts[backend] is None:
-        r.problem(f"KERAS_BACKEND={backend}, but {backend} is not installed",
+        r.problem(f"Keras's backend is {backend} (from {source}), but {backend} is not installed",
                   f"install {backend}, or set KERAS_BACKEND to the installed one")
 
 
@@ -148,17 +123,6 @@ def collect() -> Report:
     f["torch"] = _version("torch")
     f["tensorflow"] = _version("tensorflow-cpu") or _version("tensorflow")
     f["keras"] = _version("keras")
-    if f["keras"] is not None:
-        backend = keras_backend()
-        support = KERAS_BACKENDS.get(backend, "not a backend hvdkit knows")
-        f["keras_backend"] = f"{backend}: {support}"
-        needs = {"tensorflow": f["tensorflow"], "torch": f["torch"]}
-        if backend in needs and needs[backend] is None:
-            r.problem(f"Keras's backend is {backend} (KERAS_BACKEND or keras.json), which is not installed",
-                      f"install {backend}, or set KERAS_BACKEND to an installed backend (tensorflow or torch)")
-        elif backend not in needs:
-            r.problem(f"Keras's backend is {backend}: hvdkit.keras {support}",
-                      "set KERAS_BACKEND=torch or KERAS_BACKEND=tensorflow for hvdkit.keras")
     f["horovod"] = _version("horovod")
     if f["keras"] is not None:
         _keras_backend(r)

@@ -8,7 +8,7 @@ import venv
 import pytest
 from helpers import REPO, requires_horovod
 
-from hvdkit.tools import doctor
+from hvdkit.runtime.frameworks import keras_backend
 
 
 @requires_horovod
@@ -35,21 +35,23 @@ def test_doctor_shows_the_build_matrix_and_exits_0():
     assert rep["facts"]["mpi"] == mpirun.strip().splitlines()[0]
     assert rep["ok"] is True
     assert "Horovod build" in text and "threads per rank" in text
-    assert rep["facts"]["keras_backend"] in {f"{b}: {doctor.KERAS_BACKENDS[b]}" for b in ("tensorflow", "torch")}
+    assert rep["facts"]["keras_backend"].startswith(("tensorflow (supported", "torch (supported"))
     assert "keras_backend" in text
 
 
-def test_doctor_reads_the_keras_backend_as_keras_does(tmp_path):
-    assert doctor.keras_backend({"KERAS_BACKEND": "torch"}, home=str(tmp_path)) == "torch"
-    assert doctor.keras_backend({}, home=str(tmp_path)) == "tensorflow"  # no keras.json: Keras's default
+def test_the_keras_backend_is_read_as_keras_reads_it(tmp_path):
+    both = lambda name: True  # noqa: E731
+    assert keras_backend({"KERAS_BACKEND": "torch"}, str(tmp_path), both) == ("torch", "KERAS_BACKEND")
+    assert keras_backend({}, str(tmp_path), both) == ("tensorflow", "Keras's default")  # no keras.json
+    # only torch installed (hvdkit's CUDA image): torch, where Keras would fail to import TensorFlow
+    assert keras_backend({}, str(tmp_path), lambda name: name == "torch")[0] == "torch"
     (tmp_path / ".keras").mkdir()
     (tmp_path / ".keras" / "keras.json").write_text('{"backend": "jax"}')
-    assert doctor.keras_backend({}, home=str(tmp_path)) == "jax"
-    assert doctor.keras_backend({"KERAS_BACKEND": "torch"}, home=str(tmp_path)) == "torch"
+    assert keras_backend({}, str(tmp_path), both) == ("jax", str(tmp_path / ".keras" / "keras.json"))
+    assert keras_backend({"KERAS_BACKEND": "torch"}, str(tmp_path), both)[0] == "torch"
     (tmp_path / "kh").mkdir()
     (tmp_path / "kh" / "keras.json").write_text("not json")
-    assert doctor.keras_backend({"KERAS_HOME": str(tmp_path / "kh")}, home=str(tmp_path)) == "tensorflow"
-    assert "keras.distribution" in doctor.KERAS_BACKENDS["jax"]
+    assert keras_backend({"KERAS_HOME": str(tmp_path / "kh")}, str(tmp_path), both)[0] == "tensorflow"
 
 
 @pytest.mark.timeout(120)
@@ -89,17 +91,15 @@ def test_a_framework_whose_horovod_extension_is_missing_is_not_reported_as_built
 
 
 @pytest.mark.parametrize(("backend", "shown", "problem"), [
-    (None, "tensorflow (supported by hvdkit.keras)", None),
-    ("torch", "torch (supported by hvdkit.keras)", None),
-    ("jax", "jax (not supported by hvdkit.keras: keras.distribution is JAX's native path)", "KERAS_BACKEND=jax"),
+    ("tensorflow", "tensorflow (supported by hvdkit.keras; from KERAS_BACKEND)", None),
+    ("torch", "torch (supported by hvdkit.keras; from KERAS_BACKEND)", None),
+    ("jax", "jax (not supported by hvdkit.keras: keras.distribution is JAX's native path; from KERAS_BACKEND)",
+     "Keras's backend is jax"),
 ])
 def test_doctor_shows_the_keras_backend_and_whether_hvdkit_supports_it(monkeypatch, backend, shown, problem):
     from hvdkit.tools import doctor
 
-    if backend is None:
-        monkeypatch.delenv("KERAS_BACKEND", raising=False)
-    else:
-        monkeypatch.setenv("KERAS_BACKEND", backend)
+    monkeypatch.setenv("KERAS_BACKEND", backend)
     report = doctor.Report(facts={"tensorflow": "2.21.0", "torch": "2.13.0"})
     doctor._keras_backend(report)
     assert report.facts["keras_backend"] == shown
