@@ -11,6 +11,7 @@ so that the message names the rank(s) the NaN came from.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from hvdkit.core.comm import Comm
 from hvdkit.core.validation import check_choice
@@ -29,6 +30,29 @@ class NonFiniteError(FloatingPointError):
 def check_nonfinite(value: object) -> str:
     """``value`` if it is one of :data:`NONFINITE_POLICIES`, else a ValueError naming it."""
     return check_choice("nonfinite", value, NONFINITE_POLICIES)
+
+
+#: The words every adapter uses, so that a non-finite step reads the same everywhere (TensorFlow's in-graph
+#: version joins them as tensors: it cannot call :func:`apply_policy`).
+STOPPED = ("Training stopped on every rank before the update (nonfinite={stop}), so the weights and the last "
+           "checkpoint are finite; nonfinite={skip} skips such steps, nonfinite={warn} applies them")
+SKIPPED = "update skipped on every rank (nonfinite={skip})"
+APPLIED = "update applied (nonfinite={warn})"
+NOT_FINITE_ANY_MORE = ": the weights are no longer finite and will not be checkpointed"
+QUOTED = {"stop": "'stop'", "skip": "'skip'", "warn": "'warn'"}
+
+
+def apply_policy(policy: str, message: str, warn: Callable[[str], None] | None,
+                 gradients_finite: bool = False) -> bool:
+    """What ``policy`` does with a non-finite step described by ``message`` (the same on every rank): raise
+    :class:`NonFiniteError` (``"stop"``), or call ``warn`` (None: this rank stays silent) and return whether to
+    apply the update (False for ``"skip"``, True for ``"warn"``)."""
+    if policy == "stop":
+        raise NonFiniteError(f"{message}. {STOPPED.format(**QUOTED)}")
+    if warn is not None:
+        outcome = SKIPPED if policy == "skip" else APPLIED + ("" if gradients_finite else NOT_FINITE_ANY_MORE)
+        warn(f"{message}: {outcome.format(**QUOTED)}")
+    return policy == "warn"
 
 
 def describe(step: int, epoch: int, bad_ranks: list[int], gradients_finite: bool = False) -> str:
@@ -59,17 +83,8 @@ class NonFiniteGuard:
         ``"skip"``, True with a warning for ``"warn"``."""
         flags = comm.allgather_object(bool(local_loss_finite)) if comm.size > 1 else [local_loss_finite]
         message = describe(step, epoch, [r for r, ok in enumerate(flags) if not ok], gradients_finite)
-        if self.policy == "stop":
-            raise NonFiniteError(f"{message}. Training stopped on every rank before the update (nonfinite='stop'), "
-                                 "so the weights and the last checkpoint are finite; nonfinite='skip' skips such "
-                                 "steps, nonfinite='warn' applies them")
-        if comm.rank == 0:
-            log.warning("%s: %s", message, "update skipped on every rank (nonfinite='skip')" if self.policy == "skip"
-                        else "update applied (nonfinite='warn')" if gradients_finite
-                        else "update applied (nonfinite='warn'): the weights are no longer finite and will not be "
-                             "checkpointed")
-        if self.policy == "skip":
+        apply = apply_policy(self.policy, message, log.warning if comm.rank == 0 else None, gradients_finite)
+        if not apply:
             self.skipped_steps += 1
-            return False
-        return True
+        return apply
 

@@ -12,6 +12,7 @@ import horovod.tensorflow as hvd
 import keras
 import tensorflow as tf
 
+from hvdkit.core.numerics import APPLIED, NOT_FINITE_ANY_MORE, QUOTED, SKIPPED, STOPPED
 from hvdkit.tensorflow.data import shard
 from hvdkit.tensorflow.gradients import allreduce_gradients
 from hvdkit.tensorflow.runtime import HorovodComm, init, local_rank, local_size, rank, size
@@ -52,15 +53,12 @@ def guarded_update(finite: Any, update: Callable[[], None], policy: str, step: A
             "non-finite gradients (NaN or inf) after the allreduce at step {}; the local gradients of this step "
             "were non-finite on rank(s) {} (none: they overflowed in the allreduce)", (step, bad_ranks))
         if policy == "stop":
+            # no quotes: TensorFlow escapes them in the error it raises
             tf.debugging.Assert(False, [tf.strings.join([
-                # no quotes: TensorFlow escapes them in the error it raises
-                "hvdkit NonFiniteError: ", message, ". Training stopped on every rank before the update "
-                "(nonfinite=stop), so the weights and the last checkpoint are finite; nonfinite=skip skips "
-                "such steps, nonfinite=warn applies them"])])
+                "hvdkit NonFiniteError: ", message, ". " + STOPPED.format(stop="stop", skip="skip", warn="warn")])])
             return
-        tf.print("hvdkit WARNING:", message, ": update skipped on every rank (nonfinite='skip')"
-                 if policy == "skip" else ": update applied (nonfinite='warn'): the weights "
-                 "are no longer finite and will not be checkpointed", output_stream=sys.stderr)
+        outcome = SKIPPED if policy == "skip" else APPLIED + NOT_FINITE_ANY_MORE
+        tf.print("hvdkit WARNING:", message, ": " + outcome.format(**QUOTED), output_stream=sys.stderr)
         if policy == "warn":
             update()
 

@@ -15,7 +15,7 @@ import torch
 
 from hvdkit.core.collectives import resolve_reduction
 from hvdkit.core.comm import under_elastic_driver
-from hvdkit.core.numerics import NonFiniteError
+from hvdkit.core.numerics import apply_policy
 from hvdkit.torch.data import shard
 from hvdkit.torch.runtime import HorovodComm, init, local_rank, local_size, rank, size
 
@@ -87,14 +87,7 @@ def guarded_update(finite: bool, update: Callable[[], None], policy: str, step: 
     message = (f"non-finite gradients (NaN or inf) after the allreduce at step "
                f"{int(keras.ops.convert_to_numpy(step))}; the local gradients of this step were non-finite on "
                f"rank(s) {bad_ranks} (none: they overflowed in the allreduce)")
-    if policy == "stop":
-        raise NonFiniteError(f"{message}. Training stopped on every rank before the update (nonfinite='stop'), so "
-                             "the weights and the last checkpoint are finite; nonfinite='skip' skips such steps, "
-                             "nonfinite='warn' applies them")
-    print("hvdkit WARNING:", message, ": update skipped on every rank (nonfinite='skip')" if policy == "skip"
-          else ": update applied (nonfinite='warn'): the weights are no longer finite and will not be "
-          "checkpointed", file=sys.stderr, flush=True)
-    if policy == "warn":
+    if apply_policy(policy, message, lambda text: print("hvdkit WARNING:", text, file=sys.stderr, flush=True)):
         update()
 
 
