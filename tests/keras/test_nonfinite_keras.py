@@ -7,20 +7,24 @@ import subprocess
 import sys
 
 import pytest
-from helpers import REPO, WORKERS, requires_horovod, tagged_json
+from helpers import REPO, WORKERS, horovodrun, requires_horovod, tagged_json
 
 pytestmark = [requires_horovod, pytest.mark.horovod]
 
 
 @pytest.mark.timeout(300)
-def test_nan_sample_weight_on_one_rank_stops_or_skips_on_every_rank(keras_workers):
-    proc = keras_workers("numerics")  # numerics_keras.py, in the shared Keras launch (conftest.py)
+@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+def test_nan_sample_weight_on_one_rank_stops_or_skips_on_every_rank(keras_workers, backend):
+    if backend == "tensorflow":
+        proc = keras_workers("numerics")  # numerics_keras.py, in the shared Keras launch (conftest.py)
+    else:
+        proc = horovodrun("numerics_keras.py", timeout=240, env={"KERAS_BACKEND": "torch"})
     rows = {(r["name"], r["rank"]): r for r in tagged_json(proc.stdout, "RESULT") if "name" in r}
     assert len(rows) == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
     for rank in (0, 1):
         skip, stop = rows["skip", rank], rows["stop", rank]
         assert skip["error"] is None and skip["finite"], skip["error"]
-        assert "hvdkit NonFiniteError: non-finite gradients (NaN or inf) after the allreduce at step 1; the local " \
+        assert "NonFiniteError: non-finite gradients (NaN or inf) after the allreduce at step 1; the local " \
                "gradients of this step were non-finite on rank(s) [1]" in stop["error"], stop["error"]
         assert stop["finite"]  # stopped before the update
     assert rows["skip", 0]["weights"] == rows["skip", 1]["weights"]
