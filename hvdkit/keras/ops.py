@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import keras
@@ -47,15 +48,22 @@ class KerasOps:
         return isinstance(opt, keras.optimizers.SGD) and float(opt.momentum) > 0
 
     def get_lr(self) -> float:
-        """The optimizer's LR (a float LR is needed; schedules are hvdkit callbacks)."""
-        lr = self.optimizer.learning_rate
-        if isinstance(_inner(self.optimizer)._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
-            raise TypeError("hvdkit's LR callbacks need a float learning rate, got a keras LearningRateSchedule; "
-                            "use hvdkit's LearningRateSchedule callback instead")
-        return float(keras.ops.convert_to_numpy(lr))
+        """The optimizer's LR now (a Keras ``LearningRateSchedule``'s value at the current step)."""
+        return float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
 
     def set_lr(self, lr: float) -> None:
-        """Set the optimizer's LR."""
+        """Set the optimizer's LR. A Keras ``LearningRateSchedule`` owns its LR: setting the value it already
+        has (a resume, which restores the step it is computed from) is nothing to do; anything else (hvdkit's LR
+        callbacks, a rescale for another world size) is a TypeError rather than a silently replaced schedule."""
+        if isinstance(_inner(self.optimizer)._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+            now = self.get_lr()
+            if math.isclose(lr, now, rel_tol=1e-6, abs_tol=1e-12):
+                return
+            raise TypeError(f"cannot set the learning rate to {lr:g}: a keras LearningRateSchedule gives it "
+                            f"({now:g} now). hvdkit's LR callbacks (LearningRateWarmup, LearningRateSchedule) and "
+                            "the linear rescaling after a world-size change need a float learning rate: build "
+                            "the optimizer with a float and use hvdkit's LearningRateSchedule callback, or keep "
+                            "the keras schedule without hvdkit's LR callbacks")
         self.optimizer.learning_rate = lr
 
     def scale_momentum(self, factor: float) -> None:

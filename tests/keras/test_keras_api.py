@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 import pytest
-from helpers import requires_horovod
+from helpers import horovodrun, requires_horovod, tagged_json
 
 pytestmark = [requires_horovod, pytest.mark.timeout(300)]
 
@@ -260,3 +260,17 @@ def test_keras_checkpoints_load_without_pickle(hk, tmp_path):
     state = json.loads(sorted(tmp_path.glob("*.json"))[-1].read_text())["state"]
     assert state["framework"]["model"][0] == {"__tensor__": "framework/model/0"}
     np.testing.assert_allclose(arrays["framework/model/0"], model.get_weights()[0])
+
+
+@pytest.mark.horovod
+@pytest.mark.timeout(300)
+def test_a_keras_learning_rate_schedule_trains_resumes_and_refuses_lr_callbacks():
+    proc = horovodrun("keras_lr_schedule.py", timeout=240)
+    rows = {(r["case"], r["rank"]): r for r in tagged_json(proc.stdout, "RESULT")}
+    assert len(rows) == 6, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert rows["fit", 0]["weights"] == rows["fit", 1]["weights"]
+    assert rows["fit", 0]["lr"] == pytest.approx(0.1 * 0.5 ** (8 / 2))  # the schedule at step 8: still in charge
+    for rank in (0, 1):
+        assert rows["resume", rank] == {"case": "resume", "rank": rank, "start": 2, "same": True}
+        assert rows["warmup", rank]["error"].startswith("cannot set the learning rate to ")
+        assert "a keras LearningRateSchedule gives it" in rows["warmup", rank]["error"]
