@@ -283,3 +283,54 @@ def test_ray_executor_after_a_rank_raised_says_so_instead_of_blocking(cluster):
         assert executor.run(_horovod_fn, kwargs={"scale": 3.0}) == [(0, 2, 3.0), (1, 2, 3.0)]
     finally:
         executor.shutdown()
+
+
+def _stuck_in_a_loader() -> None:
+    """Rank 1's dataset never returns its 10th item: the hang report must end both actors."""
+    os.environ["HVDKIT_HANG_TIMEOUT"] = "5"
+    import torch
+    from torch.utils.data import Dataset
+
+    import hvdkit.torch as hk
+
+    hk.init(threads=1)
+    rank = hk.rank()
+
+    class NeverReady(Dataset):
+        reads = 0
+
+        def __len__(self):
+            return 32
+
+        def __getitem__(self, i):
+            NeverReady.reads += 1
+            while rank == 1 and NeverReady.reads == 10: pass  # STUCK HERE
+            return torch.ones(4), 0
+
+    model = torch.nn.Linear(4, 2)
+    hk.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.functional.cross_entropy,
+               progress=False).fit(NeverReady(), epochs=1, batch_size=4)
+
+
+def test_a_stuck_ray_executor_job_ends_with_the_hang_report(cluster, tmp_path_factory):
+    from hvdkit.integrations.ray import RayExecutor
+
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=30), num_workers=2)
+    executor.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(Exception):  # noqa: B017  the actors exit: Ray's actor-died error
+            executor.run(_stuck_in_a_loader)
+        assert time.perf_counter() - t0 < 5 + 30 + 30
+    finally:
+        executor.shutdown()
+    def summary() -> str | None:
+        logs = tmp_path_factory.getbasetemp().glob("ray*/session_*/logs/worker-*.err")
+        return next((t for t in (p.read_text(errors="replace") for p in logs) if "missing from it: rank(s) 1" in t),
+                    None)
+
+    text = _wait_for("rank 0's hang summary in the workers' logs", summary, 30)
+    lines = Path(__file__).read_text().splitlines()
+    stuck = next(i for i, line in enumerate(lines, 1) if line.endswith("# STUCK HERE"))
+    assert f"test_ray.py:{stuck} in __getitem__" in text, text[-3000:]
+    assert "rank(s) 0 wait in horovod.torch.optimizer.synchronize" in text, text[-3000:]
