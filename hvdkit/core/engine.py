@@ -75,7 +75,8 @@ class Engine:
         """Run every callback's hook for ``event``."""
         s = self.state
         # Keras may run batch-end hooks late, on another thread: only the others tell which thread trains.
-        hang_report.heartbeat(s.global_step, s.epoch, thread=event is not Event.BATCH_END)
+        hang_report.heartbeat(s.global_step, s.epoch, thread=event is not Event.BATCH_END,
+                              step_begins=event is Event.BATCH_BEGIN)
         self.dispatcher.fire(event, s)
 
     # -- phases ---------------------------------------------------------------

@@ -52,15 +52,18 @@ class _Progress:
     epoch: int | None = None
     thread: int | None = None  # the thread that trains (the main thread, or a Ray actor's worker thread)
     optimizer_steps: int = 0  # for loops without hvdkit's engine (hk.distribute), which know no step
-    in_run: bool = False
+    run_stack: frozenset[tuple[int, Any]] = frozenset()  # (id, code) of the frames that began the run
+    loop: tuple[int, Any] | None = None  # the run's loop frame, once a step has begun inside it
 
 
 _progress = _Progress()
 
 
-def heartbeat(step: int | None = None, epoch: int | None = None, *, thread: bool = True) -> None:
+def heartbeat(step: int | None = None, epoch: int | None = None, *, thread: bool = True,
+              step_begins: bool = False) -> None:
     """Training made progress (a step, a batch, a collective). ``thread=False`` from code that may run on
-    another thread than the training loop (Keras's late batch-end hooks)."""
+    another thread than the training loop (Keras's late batch-end hooks); ``step_begins`` from the engine's
+    batch begin, which finds the run's loop frame the first time."""
     p = _progress
     p.last = time.monotonic()
     if step is not None:
@@ -69,6 +72,18 @@ def heartbeat(step: int | None = None, epoch: int | None = None, *, thread: bool
         p.epoch = epoch
     if thread:
         p.thread = threading.get_ident()
+    if step_begins and p.loop is None and p.run_stack:
+        p.loop = _loop_frame(sys._getframe(1), p.run_stack)
+
+
+def _loop_frame(frame: FrameType | None, run_stack: frozenset[tuple[int, Any]]) -> tuple[int, Any] | None:
+    """The innermost frame both the run's beginning and a step's beginning were called from: the loop that
+    runs the steps (``Trainer.fit``, Keras's ``fit``, the elastic loop)."""
+    while frame is not None:
+        if (id(frame), frame.f_code) in run_stack:
+            return id(frame), frame.f_code
+        frame = frame.f_back
+    return None
 
 
 def optimizer_step() -> None:
@@ -78,10 +93,25 @@ def optimizer_step() -> None:
 
 
 def set_in_run(active: bool) -> None:
-    """Inside a training run (the engine's ``train_begin`` .. ``train_end``), no progress for the timeout is a
-    hang even when this rank is not in a collective (a data loader that never returns)."""
-    _progress.in_run = active
+    """Inside a training run (the engine's ``train_begin`` .. ``train_end``, while its loop frame is still on
+    the stack), no progress for the timeout is a hang even when this rank is not in a collective (a data
+    loader that never returns). The loop frame, not this flag alone, decides: a run that ended by an
+    exception Keras does not report (``on_train_end`` is not called) must not leave an idle process to be
+    ended later."""
+    p = _progress
+    p.run_stack = frozenset((id(f), f.f_code) for f in _frames(sys._getframe(1))) if active else frozenset()
+    p.loop = None
     heartbeat()
+
+
+def in_run(frame: FrameType | None) -> bool:
+    """Whether ``frame``'s stack (the training thread's) is inside the run's loop."""
+    loop = _progress.loop
+    while loop is not None and frame is not None:
+        if (id(frame), frame.f_code) == loop:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def read_timeout(environ: dict[str, str] | None = None) -> float:
@@ -285,7 +315,7 @@ class Watchdog:
         if not p.last or now - p.last < self.timeout:
             return False
         frame = sys._current_frames().get(p.thread or 0)
-        return p.in_run or collective_of(frame) is not None
+        return in_run(frame) or collective_of(frame) is not None
 
     def _run(self) -> None:
         interval = min(5.0, max(0.2, self.timeout / 10))
