@@ -20,3 +20,14 @@ def keras_workers(tmp_path_factory):
     return SharedJob(tmp_path_factory.mktemp("keras-workers"), {
         "vocabulary": ("vocabulary_events.py", "keras"), "stop": ("keras_stop.py",),
         "numerics": ("numerics_keras.py",), "sync_batchnorm": ("sync_batchnorm_keras.py",)})
+
+
+@pytest.fixture(scope="session")
+def keras_torch_workers(tmp_path_factory):
+    """``keras_torch_workers(label)``: 2-rank Keras workers on ``KERAS_BACKEND=torch`` in one launch, for
+    tests/keras/test_nonfinite_keras.py and tests/core/test_precision.py (the TensorFlow runs of the same
+    scripts share ``keras_workers``' launch or are slow checks)."""
+    from helpers import SharedJob
+
+    return SharedJob(tmp_path_factory.mktemp("keras-torch-workers"), {
+        "numerics": ("numerics_keras.py",), "precision": ("precision_keras.py",)}, env={"KERAS_BACKEND": "torch"})

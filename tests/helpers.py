@@ -68,12 +68,13 @@ class SharedJob:
     both ranks' (rank 0's first); it raises, naming the script and the one that failed, when the script did not
     return on both ranks (the job stops at the first script that raises: its peer may wait in a collective)."""
 
-    def __init__(self, folder: Path, runs: dict[str, tuple[str, ...]], timeout: float = 280) -> None:
+    def __init__(self, folder: Path, runs: dict[str, tuple[str, ...]], timeout: float = 280,
+                 env: dict | None = None) -> None:
         self.folder, self.runs = folder, runs
         args: list[str] = []
         for k, spec in enumerate(runs.values()):
             args += (["---"] if k else []) + [a.replace("{out}", str(folder)) for a in spec]
-        self.proc = horovodrun("in_one_job.py", str(folder), *args, timeout=timeout, check=False)
+        self.proc = horovodrun("in_one_job.py", str(folder), *args, timeout=timeout, check=False, env=env)
 
     def __call__(self, label: str) -> subprocess.CompletedProcess:
         stem = f"{list(self.runs).index(label)}-{Path(self.runs[label][0]).name}"

@@ -36,13 +36,15 @@ def test_torch_fp16_overflow_on_one_rank_is_skipped_on_every_rank(torch_workers)
         assert abs(r0[precision]["loss"][-1] - r0["32"]["loss"][-1]) < 0.05
 
 
-# A slow_check: CI keeps the torch run above (the same agreed-skip logic) and Keras mixed precision elsewhere.
-@pytest.mark.slow_check
+# Keras on torch in CI, in the shared launch of tests/conftest.py; on TensorFlow (its own launch) a slow_check.
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
-def test_keras_fp16_overflow_on_one_rank_is_skipped_on_every_rank(backend):
+@pytest.mark.parametrize("backend", [pytest.param("tensorflow", marks=pytest.mark.slow_check), "torch"])
+def test_keras_fp16_overflow_on_one_rank_is_skipped_on_every_rank(request, backend):
     # Without the agreed flag this run hangs: rank 1 skips the allreduce rank 0 waits in (checked by hand).
-    proc = horovodrun("precision_keras.py", timeout=240, env={"KERAS_BACKEND": backend})
+    if backend == "torch":
+        proc = request.getfixturevalue("keras_torch_workers")("precision")
+    else:
+        proc = horovodrun("precision_keras.py", timeout=240, env={"KERAS_BACKEND": backend})
     r0, r1 = _rows(proc.stdout, "KERAS_PRECISION")
     assert r0["backend"] == r1["backend"] == backend
     for run in ("fp16_lso", "fp16_policy"):  # LossScaleOptimizer given, or added for the mixed_float16 policy

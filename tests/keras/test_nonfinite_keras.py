@@ -14,11 +14,10 @@ pytestmark = [requires_horovod, pytest.mark.horovod]
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("backend", ["tensorflow", "torch"])
-def test_nan_sample_weight_on_one_rank_stops_or_skips_on_every_rank(keras_workers, backend):
-    if backend == "tensorflow":
-        proc = keras_workers("numerics")  # numerics_keras.py, in the shared Keras launch (conftest.py)
-    else:
-        proc = horovodrun("numerics_keras.py", timeout=240, env={"KERAS_BACKEND": "torch"})
+def test_nan_sample_weight_on_one_rank_stops_or_skips_on_every_rank(request, backend):
+    # numerics_keras.py, in the shared Keras launch of its backend (tests/conftest.py)
+    workers = request.getfixturevalue("keras_workers" if backend == "tensorflow" else "keras_torch_workers")
+    proc = workers("numerics")
     rows = {(r["name"], r["rank"]): r for r in tagged_json(proc.stdout, "RESULT") if "name" in r}
     assert len(rows) == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
     for rank in (0, 1):
