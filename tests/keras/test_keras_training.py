@@ -1,6 +1,7 @@
-"""Keras 3 adapter under real ``horovodrun -np 2``, on Keras's TensorFlow and torch backends: fit (and, on
-TensorFlow, tape) equivalence, sync, warm-up, checkpoint resume (within a backend and across them), metric
-averaging, and the jit_compile guard."""
+"""Keras 3 adapter under real ``horovodrun -np 2``, on Keras's TensorFlow and torch backends (torch over
+Horovod's MPI and Gloo controllers: see ``warm_runs``): fit (and, on TensorFlow, tape) equivalence, sync,
+warm-up, checkpoint resume (within a backend and across them), metric averaging, and the jit_compile
+guard."""
 
 import shutil
 
@@ -22,14 +23,15 @@ def weights(path):
 BACKENDS = ["tensorflow", "torch"]
 
 
-def run(tmp_path, name, np_, *args, backend="tensorflow"):
-    """Run keras_train.py on Keras's ``backend``; return the folder of its results (one subfolder per --mode)
-    and the process."""
+def run(tmp_path, name, np_, *args, backend="tensorflow", controller="mpi"):
+    """Run keras_train.py on Keras's ``backend`` over Horovod's ``controller`` (horovodrun's default, MPI, or
+    ``"gloo"``); return the folder of its results (one subfolder per --mode) and the process."""
     out = tmp_path / name
     out.mkdir()
-    proc = horovodrun("keras_train.py", "--results", str(out), *args, np=np_, env={"KERAS_BACKEND": backend})
-    for f in out.glob("*/rank0.json"):  # the backend asked for is the one that ran
-        assert read_json(f)["backend"] == backend
+    proc = horovodrun("keras_train.py", "--results", str(out), *args, np=np_, env={"KERAS_BACKEND": backend},
+                      extra=("--gloo",) if controller == "gloo" else ())
+    for f in out.glob("*/rank0.json"):  # the backend and controller asked for are the ones that ran
+        assert (read_json(f)["backend"], read_json(f)["controller"]) == (backend, controller), f
     return out, proc
 
 
@@ -86,7 +88,11 @@ WARM = ["--momentum", "0.9", "--warmup-epochs", "2", "--lr", "0.2"]
 def warm_runs(tmp_path_factory):
     """Per backend, one 2-worker run with warm-up, momentum and a checkpoint every epoch (4 epochs, keep=3:
     epochs 2-4 stay), then (TensorFlow) a jit_compile=True probe: the reference of the warm-up, resume and XLA
-    tests below. Made on first use."""
+    tests below. Made on first use.
+
+    Horovod's controllers (both are built; horovodrun picks MPI): the torch backend's run here goes over Gloo
+    (``horovodrun --gloo``), every other launch of this module over MPI, so Keras on torch trains over both (the
+    torch resume test resumes this Gloo run's checkpoint under MPI); ``run`` checks the controller used."""
     made = {}
 
     def get(backend):
@@ -95,7 +101,7 @@ def warm_runs(tmp_path_factory):
             ckpt = tmp / "ckpt"
             probe = ["--jit-probe"] if backend == "tensorflow" else []
             out, _ = run(tmp, "full", 2, *WARM, "--epochs", "4", "--checkpoint-dir", str(ckpt), *probe,
-                         backend=backend)
+                         backend=backend, controller="gloo" if backend == "torch" else "mpi")
             made[backend] = out, ckpt
         return made[backend]
     return get

@@ -3,7 +3,8 @@ one after the other in one process (each from a freshly seeded model: one launch
 either Keras backend (``KERAS_BACKEND=tensorflow`` or ``torch``); ``tape`` on TensorFlow.
 
 Writes per mode and rank, in <results>/<mode>/: rank<r>.npz (final weights), rank<r>_init.npz (as built),
-rank<r>_start.npz (weights when the first step starts) and rank<r>.json (LRs per step, raw and averaged logs).
+rank<r>_start.npz (weights when the first step starts) and rank<r>.json (LRs per step, raw and averaged logs,
+the Horovod controller the run used: "mpi" or "gloo").
 """
 
 import argparse
@@ -37,6 +38,8 @@ import keras  # noqa: E402
 from hvdkit.keras.callbacks import BroadcastInitialState, Checkpoint, LearningRateWarmup, MetricAverage  # noqa: E402
 
 r = hk.rank()
+# Horovod's names, on either backend: the controller that carries this run's collectives
+controller = "gloo" if hk.gloo_enabled() else "mpi" if hk.mpi_enabled() else None
 g = np.random.default_rng(7)
 x = g.normal(size=(64, 6)).astype(np.float32)
 y = ((x[:, :3].sum(1) > 0).astype(np.int64) + (x[:, 3] > 0.5).astype(np.int64))
@@ -75,7 +78,7 @@ def train(mode):
     keras.utils.set_random_seed(1000 + (r if args.model_seed_per_rank else 0))
     model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(3)])
     initial = [w.copy() for w in model.get_weights()]
-    out = {"size": hk.size(), "backend": keras.backend.backend()}
+    out = {"size": hk.size(), "backend": keras.backend.backend(), "controller": controller}
     if mode.startswith("fit"):
         variant = {"fit": {}, "fit_acc": {"accumulate_steps": 2, "average_aggregated_gradients": True},
                    "fit_fp16": {"compression": "fp16"}}[mode]
