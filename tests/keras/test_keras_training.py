@@ -1,7 +1,7 @@
 """Keras 3 adapter under real ``horovodrun -np 2``, on Keras's TensorFlow and torch backends (torch over
 Horovod's MPI and Gloo controllers: see ``warm_runs``): fit (and, on TensorFlow, tape) equivalence, sync,
-warm-up, checkpoint resume (within a backend and across them), metric averaging, and the jit_compile
-guard."""
+warm-up, checkpoint resume (within a backend and across them, both ways), metric averaging, and the
+jit_compile guard."""
 
 import shutil
 
@@ -180,16 +180,17 @@ def test_jit_compile_true_fails_fast_with_a_clear_message(warm):
         assert error is not None and error.startswith("RuntimeError: ") and "jit_compile=False" in error, error
 
 
-def test_a_checkpoint_written_on_tensorflow_resumes_on_torch(tmp_path, warm_runs):
+@pytest.mark.parametrize(("written_on", "resumed_on"), [("tensorflow", "torch"), ("torch", "tensorflow")])
+def test_a_checkpoint_written_on_one_backend_resumes_on_the_other(tmp_path, warm_runs, written_on, resumed_on):
     # A checkpoint holds NumPy arrays in Keras's own variable order, the same on both backends.
-    full, full_ckpt = warm_runs("tensorflow")
+    full, full_ckpt = warm_runs(written_on)
     ckpt = tmp_path / "ckpt"
     stopped_after_epoch_2(full_ckpt, ckpt)
-    second = run(tmp_path, "on-torch", 2, *WARM, "--epochs", "4", "--checkpoint-dir", str(ckpt),
-                 backend="torch")[0] / "fit"
+    second = run(tmp_path, f"on-{resumed_on}", 2, *WARM, "--epochs", "4", "--checkpoint-dir", str(ckpt),
+                 backend=resumed_on)[0] / "fit"
     res = read_json(second / "rank0.json")
     assert res["initial_epoch"] == 2 and len(res["lrs"]) == 8
-    tf_lrs = read_json(full / "fit" / "rank0.json")["lrs"][8:]
-    assert [v for _, v in res["lrs"]] == pytest.approx([v for _, v in tf_lrs])
+    written_lrs = read_json(full / "fit" / "rank0.json")["lrs"][8:]
+    assert [v for _, v in res["lrs"]] == pytest.approx([v for _, v in written_lrs])
     for r in (0, 1):  # the two backends' kernels round differently: close, not equal
         assert_same(second / f"rank{r}.npz", full / "fit" / f"rank{r}.npz", atol=1e-5)
