@@ -1,13 +1,14 @@
 """Keras 3 adapter under real ``horovodrun -np 2``, on Keras's TensorFlow and torch backends (torch over
 Horovod's MPI and Gloo controllers: see ``warm_runs``): fit (and, on TensorFlow, tape) equivalence, sync,
-warm-up, checkpoint resume (within a backend and across them, both ways), metric averaging, and the
-jit_compile guard."""
+warm-up, checkpoint resume (within a backend, across them both ways, and after a stop signal), metric
+averaging, and the jit_compile guard."""
 
 import shutil
+import signal
 
 import numpy as np
 import pytest
-from helpers import horovodrun, read_json, requires_horovod
+from helpers import horovodrun, read_json, requires_horovod, signal_mid_run
 
 from hvdkit.core import lr as lrmath
 from hvdkit.core.checkpoint_store import CheckpointStore
@@ -170,6 +171,29 @@ def test_checkpoint_resume_through_fit_and_a_corrupt_newest_checkpoint(tmp_path,
     assert newest.name in proc.stderr + proc.stdout and "truncated" in proc.stderr + proc.stdout
     for r in (0, 1):
         assert_same(third / f"rank{r}.npz", full / f"rank{r}.npz", atol=1e-6)
+
+
+def test_a_stop_signal_to_horovodrun_ends_fit_on_every_rank_and_the_rerun_resumes_the_last_epoch(tmp_path, warm,
+                                                                                                 backend):
+    # Keras's fit resumes at an epoch's start only, so Checkpoint's on_signal (a checkpoint of the step in
+    # flight) applies to the torch Trainer; on either Keras backend the signal, which horovodrun passes to
+    # every rank as SIGUSR1, ends each rank as Python's default does, and the last epoch's checkpoint stays.
+    out, ckpt = tmp_path / "stopped", tmp_path / "ckpt"
+    out.mkdir()
+    stopped, seconds, alive = signal_mid_run(
+        out, signal.SIGTERM, "keras_train.py", "--results", str(out), *WARM, "--epochs", "4", "--checkpoint-dir",
+        str(ckpt), "--wait-at-step", "9", env={"KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert alive == [], alive
+    assert stopped.returncode != 0 and not (out / "fit").exists(), stopped  # ended in epoch 3, on both ranks
+    assert seconds < 15, (seconds, stopped)  # at once (tests/core/test_stop_signals.py's bound for a stop)
+    assert [int(f.name.split("-")[1]) for f in sorted(ckpt.glob("*.safetensors"))] == [1, 2]
+    assert CheckpointStore(ckpt).latest().manifest.epoch == 2  # whole: its write ended before the wait
+    second = run(tmp_path, "rerun", 2, *WARM, "--epochs", "4", "--checkpoint-dir", str(ckpt),
+                 backend=backend)[0] / "fit"
+    res = read_json(second / "rank0.json")
+    assert res["initial_epoch"] == 2 and len(res["lrs"]) == 8
+    for r in (0, 1):  # as if never stopped
+        assert_same(second / f"rank{r}.npz", warm[0] / "fit" / f"rank{r}.npz", atol=1e-6)
 
 
 @pytest.mark.parametrize("backend", ["tensorflow"])  # Horovod's TF ops under XLA

@@ -10,6 +10,8 @@ the Horovod controller the run used: "mpi" or "gloo").
 import argparse
 import json
 import os
+import time
+from pathlib import Path
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
@@ -28,6 +30,9 @@ p.add_argument("--momentum", type=float, default=0.0)
 p.add_argument("--warmup-epochs", type=float, default=0.0)
 p.add_argument("--checkpoint-dir")
 p.add_argument("--model-seed-per-rank", action="store_true")
+p.add_argument("--wait-at-step", type=int,
+               help="fit: before this step (counted in this process), once the checkpoints written so far are "
+                    "durable, write <results>/waiting.<rank> and wait (up to 120 s) for a stop signal to end it")
 p.add_argument("--jit-probe", action="store_true",
                help="after the run, fit a fresh jit_compile=True model once and record its error in rank<r>_jit.json")
 args = p.parse_args()
@@ -74,6 +79,24 @@ class StepProbe(keras.callbacks.Callback):
         self.step += 1
 
 
+class WaitForSignal(keras.callbacks.Callback):
+    """--wait-at-step: the test signals the run while every rank is surely mid-epoch, after the last epoch's
+    checkpoint is on disk (what a signal must leave whole)."""
+
+    def __init__(self, ckpt):
+        super().__init__()
+        self.ckpt, self.step = ckpt, 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.step == args.wait_at_step:
+            self.ckpt.core.wait()
+            (Path(args.results) / f"waiting.{r}").write_text(str(os.getpid()))
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                time.sleep(0.05)
+        self.step += 1
+
+
 def train(mode):
     keras.utils.set_random_seed(1000 + (r if args.model_seed_per_rank else 0))
     model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(3)])
@@ -93,6 +116,8 @@ def train(mode):
             ckpt = Checkpoint(args.checkpoint_dir)
             initial_epoch = ckpt.resume_epoch(model)
             cbs.append(ckpt)
+            if args.wait_at_step is not None:
+                cbs.append(WaitForSignal(ckpt))
         cbs.append(start)
         hist = model.fit(xs, ys, batch_size=args.batch, epochs=args.epochs, shuffle=False, verbose=0,
                          callbacks=cbs, initial_epoch=initial_epoch)
