@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,30 @@ def end_run(proc: subprocess.Popen, out: Path, script: str = "preempt_train.py")
         proc.wait()
     for line in ranks_alive(out, script):
         os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+def signal_mid_run(out: Path, sig: int, script: str, *args: str, extra: tuple[str, ...] = (),
+                   env: dict | None = None) -> tuple[subprocess.CompletedProcess, float, list[str]]:
+    """Start ``horovodrun -np 2 [EXTRA] python SCRIPT ARGS``, wait until both ranks wrote ``out/waiting.<rank>``
+    (the script then waits there for a signal), signal the launcher alone; return the finished launcher, the
+    seconds from the signal to its exit and the ranks of this run (``out`` in their arguments) still running
+    then. TensorFlow's log level is left at its default unless ``env`` sets it."""
+    cmd = ["horovodrun", "-np", "2", "-H", "localhost:2", *extra, sys.executable, str(WORKERS / script), *args]
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    full_env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # a test checks that TensorFlow's start-up lines do not show
+    full_env.update(env or {})
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not all((out / f"waiting.{r}").exists() for r in (0, 1)):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the ranks never reached the step"
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        os.kill(proc.pid, sig)  # the launcher's PID only, not its process group
+        stdout, stderr = proc.communicate(timeout=60)
+        seconds = time.monotonic() - t0
+        return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr), seconds, ranks_alive(out, script)
+    finally:
+        end_run(proc, out, script)  # a failed run must not leave ranks behind

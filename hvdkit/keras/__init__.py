@@ -9,10 +9,11 @@ does not use it). The code is the same on both: what differs lives in :mod:`hvdk
     model.fit(x, y, callbacks=[BroadcastInitialState(), MetricAverage(), LearningRateWarmup(warmup_epochs=2)],
               verbose=hk.verbose())
 
-On TensorFlow, a Horovod 0.28.1 script runs after ``import horovod.tensorflow.keras as hvd`` becomes
-``import hvdkit.keras as hvd`` (or ``hvdkit.tensorflow.keras``): Horovod's names (``__horovod_all__``,
-from :mod:`hvdkit.compat.horovod.keras`) sit beside hvdkit's own (``__all__``). On JAX the import
-refuses: Keras's own ``keras.distribution`` is the path there.
+A Horovod 0.28.1 script runs after ``import horovod.tensorflow.keras as hvd`` becomes ``import hvdkit.keras as
+hvd`` (or, on TensorFlow, ``hvdkit.tensorflow.keras``): Horovod's names (``__horovod_all__``, from
+:mod:`hvdkit.compat.horovod.keras`) sit beside hvdkit's own (``__all__``). On Keras's torch backend they come
+from ``horovod.torch``; the few that need TensorFlow raise an AttributeError saying why and what to use. On
+JAX the import refuses: Keras's own ``keras.distribution`` is the path there.
 """
 
 from hvdkit.core.history import History
@@ -26,21 +27,21 @@ shard = _backend.shard
 _TF_ONLY = ("SyncBatchNormalization", "fit_elastic")
 
 if _backend.NAME == "tensorflow":
-    from hvdkit.compat.horovod import export as _export
-    from hvdkit.compat.horovod import keras as _horovod_api
     from hvdkit.keras.elastic_fit import fit_elastic as fit_elastic
     from hvdkit.keras.sync_batchnorm import SyncBatchNormalization as SyncBatchNormalization
 
-    __getattr__ = _export(globals(), _horovod_api, "horovod.tensorflow.keras")  # Horovod's names; others: error
-else:
-    def _not_on_torch(name: str) -> object:
-        if name in _TF_ONLY:
-            raise AttributeError(f"hvdkit.keras.{name} runs on Keras's TensorFlow backend only for now "
-                                 "(KERAS_BACKEND=tensorflow); this process runs Keras on torch")
-        raise AttributeError(f"module 'hvdkit.keras' has no attribute {name!r} (on KERAS_BACKEND=torch it has "
-                             f"hvdkit's names only; Horovod's horovod.tensorflow.keras names need TensorFlow)")
+from hvdkit.compat.horovod import export as _export  # noqa: E402
+from hvdkit.compat.horovod import keras as _horovod_api  # noqa: E402
 
-    __getattr__ = _not_on_torch
+# Horovod's names, for this backend; others: AttributeError (naming why, for the ones TensorFlow alone has)
+_horovod_getattr = _export(globals(), _horovod_api, "horovod.tensorflow.keras")
+
+
+def __getattr__(name: str) -> object:
+    if name in _TF_ONLY:
+        raise AttributeError(f"hvdkit.keras.{name} runs on Keras's TensorFlow backend only for now "
+                             "(KERAS_BACKEND=tensorflow); this process runs Keras on torch")
+    return _horovod_getattr(name)
 
 
 def verbose(level: int = 1) -> int:

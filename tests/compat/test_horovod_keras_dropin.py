@@ -1,6 +1,7 @@
-"""A Horovod-style Keras 3 script (``import hvdkit.tensorflow.keras as hvd``) under horovodrun -np 2: Horovod's
-DistributedOptimizer and callbacks train an unbuilt Sequential to identical weights on both ranks, the
-warm-up and schedule LRs are Horovod's formulas, and ``load_model`` restores a distributed optimizer."""
+"""A Horovod-style Keras 3 script (``import horovod.tensorflow.keras as hvd`` become ``import hvdkit.keras as
+hvd``) under horovodrun -np 2, on Keras's TensorFlow and torch backends: Horovod's DistributedOptimizer and
+callbacks train an unbuilt Sequential to identical weights on both ranks, the warm-up and schedule LRs are
+Horovod's formulas, ``load_model`` restores a distributed optimizer and ``hvd.allreduce`` takes a NumPy value."""
 
 import json
 
@@ -11,11 +12,14 @@ from helpers import horovodrun, requires_horovod
 pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(300)]
 
 
-@pytest.fixture(scope="module")
-def ranks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("keras_dropin")
-    proc = horovodrun("horovod_keras_dropin.py", str(out), timeout=280)
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)], proc.stdout
+@pytest.fixture(scope="module", params=["tensorflow", "torch"])
+def ranks(tmp_path_factory, request):
+    """The script's results per rank and the job's stdout, on Keras's ``request.param`` backend (one launch)."""
+    out = tmp_path_factory.mktemp(f"keras_dropin_{request.param}")
+    proc = horovodrun("horovod_keras_dropin.py", str(out), timeout=280, env={"KERAS_BACKEND": request.param})
+    results = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [r["backend"] for r in results] == [request.param] * 2
+    return results, proc.stdout
 
 
 def test_weights_identical_across_ranks_after_fit_and_after_load_model(ranks):
@@ -52,3 +56,4 @@ def test_load_model_wraps_the_optimizer_and_keeps_its_state(ranks):
     assert a["loaded_is_distributed"]
     assert a["loaded_iterations"] == a["iterations"] == 20
     assert a["loaded_lr"] == pytest.approx(0.01)
+    assert a["mean_rank"] == 0.5  # hvd.allreduce of each rank's NumPy value: Horovod's Average

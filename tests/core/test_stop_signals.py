@@ -13,11 +13,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, WORKERS, end_run, horovodrun, ranks_alive, requires_horovod, tagged_json
+from helpers import REPO, horovodrun, requires_horovod, signal_mid_run, tagged_json
 
 from hvdkit.callbacks import Checkpoint
 from hvdkit.core.preemption import StopSignals, stop_grace
@@ -30,27 +29,9 @@ BOUND_S = 15.0
 
 def _signal_mid_run(out: Path, sig: int, extra: tuple[str, ...] = ()
                     ) -> tuple[subprocess.CompletedProcess, float, list[str]]:
-    """Start the 2-rank run, wait until both ranks wait at step WAIT_AT, signal the launcher alone; return the
-    finished launcher, the seconds from the signal to its exit and the ranks still running then."""
-    cmd = ["horovodrun", "-np", "2", "-H", "localhost:2", *extra, sys.executable,
-           str(WORKERS / "preempt_train.py"), "--out", str(out), "--wait-at-step", str(WAIT_AT)]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # TensorFlow's start-up lines must not show, with its default level
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        while not all((out / f"waiting.{r}").exists() for r in (0, 1)):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the ranks never reached the step"
-            time.sleep(0.05)
-        t0 = time.monotonic()
-        os.kill(proc.pid, sig)  # the launcher's PID only, not its process group
-        stdout, stderr = proc.communicate(timeout=60)
-        seconds = time.monotonic() - t0
-        return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr), seconds, ranks_alive(out)
-    finally:
-        end_run(proc, out)  # a failed run must not leave ranks behind
+    """The 2-rank run of preempt_train.py, signalled (the launcher alone) when both ranks wait at step WAIT_AT."""
+    return signal_mid_run(out, sig, "preempt_train.py", "--out", str(out), "--wait-at-step", str(WAIT_AT),
+                          extra=extra)
 
 
 @requires_horovod

@@ -28,7 +28,7 @@ def test_jax_is_refused_naming_keras_distribution():
 
 
 @requires_horovod
-def test_on_torch_the_public_names_are_there_without_tensorflow():
+def test_on_torch_the_public_and_horovods_names_are_there_without_tensorflow():
     code = """if True:
         import json, sys
         import hvdkit.keras as hk
@@ -41,6 +41,20 @@ def test_on_torch_the_public_names_are_there_without_tensorflow():
             hk.fit_elastic
         except AttributeError as e:
             out["fit_elastic"] = str(e)
+        # Horovod's horovod.tensorflow.keras names: from horovod.torch here; the TensorFlow-bound ones say why
+        import horovod.torch
+        out["horovod"] = {n: hasattr(hk, n) for n in ("allreduce", "allgather", "broadcast", "reducescatter",
+                          "Average", "Sum", "Compression", "add_process_set", "global_process_set", "gloo_enabled",
+                          "mpi_enabled", "start_timeline", "callbacks", "load_model", "init")}
+        out["same"] = hk.Compression is horovod.torch.Compression and hk.rank is horovod.torch.rank
+        out["horovod_all"] = hk.__horovod_all__
+        out["tf_only"] = {}
+        for name in ("broadcast_global_variables", "elastic"):
+            try:
+                getattr(hk, name)
+            except AttributeError as e:
+                out["tf_only"][name] = str(e)
+        out["callback"] = type(hk.callbacks.BroadcastGlobalVariablesCallback(0)).__name__
         hk.init(threads=1)
         opt = hk.DistributedOptimizer(keras.optimizers.Adam(0.01), compression="fp16", accumulate_steps=2)
         out["distributed"] = hk.is_distributed(opt) and isinstance(opt, keras.optimizers.Adam)
@@ -52,3 +66,10 @@ def test_on_torch_the_public_names_are_there_without_tensorflow():
     assert out["backend"] == "torch" and out["missing"] == [] and out["distributed"]
     assert not out["tensorflow"]  # a torch-only machine (no TensorFlow) runs it
     assert "TensorFlow backend" in out["fit_elastic"]
+    assert all(out["horovod"].values()), out["horovod"]
+    assert out["same"] and out["callback"] == "BroadcastGlobalVariablesCallback"
+    assert set(out["tf_only"]) == {"broadcast_global_variables", "elastic"}
+    assert not {"broadcast_global_variables", "elastic"} & set(out["horovod_all"])
+    assert "TensorFlow 1 graph" in out["tf_only"]["broadcast_global_variables"]
+    assert "BroadcastGlobalVariablesCallback(0)" in out["tf_only"]["broadcast_global_variables"]
+    assert "KERAS_BACKEND=tensorflow" in out["tf_only"]["elastic"]

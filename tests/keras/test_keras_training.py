@@ -1,12 +1,14 @@
-"""Keras 3 adapter under real ``horovodrun -np 2``, on Keras's TensorFlow and torch backends: fit (and, on
-TensorFlow, tape) equivalence, sync, warm-up, checkpoint resume (within a backend and across them), metric
+"""Keras 3 adapter under real ``horovodrun -np 2``, on Keras's TensorFlow and torch backends (torch over
+Horovod's MPI and Gloo controllers: see ``warm_runs``): fit (and, on TensorFlow, tape) equivalence, sync,
+warm-up, checkpoint resume (within a backend, across them both ways, and after a stop signal), metric
 averaging, and the jit_compile guard."""
 
 import shutil
+import signal
 
 import numpy as np
 import pytest
-from helpers import horovodrun, read_json, requires_horovod
+from helpers import horovodrun, read_json, requires_horovod, signal_mid_run
 
 from hvdkit.core import lr as lrmath
 from hvdkit.core.checkpoint_store import CheckpointStore
@@ -22,14 +24,15 @@ def weights(path):
 BACKENDS = ["tensorflow", "torch"]
 
 
-def run(tmp_path, name, np_, *args, backend="tensorflow"):
-    """Run keras_train.py on Keras's ``backend``; return the folder of its results (one subfolder per --mode)
-    and the process."""
+def run(tmp_path, name, np_, *args, backend="tensorflow", controller="mpi"):
+    """Run keras_train.py on Keras's ``backend`` over Horovod's ``controller`` (horovodrun's default, MPI, or
+    ``"gloo"``); return the folder of its results (one subfolder per --mode) and the process."""
     out = tmp_path / name
     out.mkdir()
-    proc = horovodrun("keras_train.py", "--results", str(out), *args, np=np_, env={"KERAS_BACKEND": backend})
-    for f in out.glob("*/rank0.json"):  # the backend asked for is the one that ran
-        assert read_json(f)["backend"] == backend
+    proc = horovodrun("keras_train.py", "--results", str(out), *args, np=np_, env={"KERAS_BACKEND": backend},
+                      extra=("--gloo",) if controller == "gloo" else ())
+    for f in out.glob("*/rank0.json"):  # the backend and controller asked for are the ones that ran
+        assert (read_json(f)["backend"], read_json(f)["controller"]) == (backend, controller), f
     return out, proc
 
 
@@ -86,7 +89,11 @@ WARM = ["--momentum", "0.9", "--warmup-epochs", "2", "--lr", "0.2"]
 def warm_runs(tmp_path_factory):
     """Per backend, one 2-worker run with warm-up, momentum and a checkpoint every epoch (4 epochs, keep=3:
     epochs 2-4 stay), then (TensorFlow) a jit_compile=True probe: the reference of the warm-up, resume and XLA
-    tests below. Made on first use."""
+    tests below. Made on first use.
+
+    Horovod's controllers (both are built; horovodrun picks MPI): the torch backend's run here goes over Gloo
+    (``horovodrun --gloo``), every other launch of this module over MPI, so Keras on torch trains over both (the
+    torch resume test resumes this Gloo run's checkpoint under MPI); ``run`` checks the controller used."""
     made = {}
 
     def get(backend):
@@ -95,7 +102,7 @@ def warm_runs(tmp_path_factory):
             ckpt = tmp / "ckpt"
             probe = ["--jit-probe"] if backend == "tensorflow" else []
             out, _ = run(tmp, "full", 2, *WARM, "--epochs", "4", "--checkpoint-dir", str(ckpt), *probe,
-                         backend=backend)
+                         backend=backend, controller="gloo" if backend == "torch" else "mpi")
             made[backend] = out, ckpt
         return made[backend]
     return get
@@ -166,6 +173,29 @@ def test_checkpoint_resume_through_fit_and_a_corrupt_newest_checkpoint(tmp_path,
         assert_same(third / f"rank{r}.npz", full / f"rank{r}.npz", atol=1e-6)
 
 
+def test_a_stop_signal_to_horovodrun_ends_fit_on_every_rank_and_the_rerun_resumes_the_last_epoch(tmp_path, warm,
+                                                                                                 backend):
+    # Keras's fit resumes at an epoch's start only, so Checkpoint's on_signal (a checkpoint of the step in
+    # flight) applies to the torch Trainer; on either Keras backend the signal, which horovodrun passes to
+    # every rank as SIGUSR1, ends each rank as Python's default does, and the last epoch's checkpoint stays.
+    out, ckpt = tmp_path / "stopped", tmp_path / "ckpt"
+    out.mkdir()
+    stopped, seconds, alive = signal_mid_run(
+        out, signal.SIGTERM, "keras_train.py", "--results", str(out), *WARM, "--epochs", "4", "--checkpoint-dir",
+        str(ckpt), "--wait-at-step", "9", env={"KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert alive == [], alive
+    assert stopped.returncode != 0 and not (out / "fit").exists(), stopped  # ended in epoch 3, on both ranks
+    assert seconds < 15, (seconds, stopped)  # at once (tests/core/test_stop_signals.py's bound for a stop)
+    assert [int(f.name.split("-")[1]) for f in sorted(ckpt.glob("*.safetensors"))] == [1, 2]
+    assert CheckpointStore(ckpt).latest().manifest.epoch == 2  # whole: its write ended before the wait
+    second = run(tmp_path, "rerun", 2, *WARM, "--epochs", "4", "--checkpoint-dir", str(ckpt),
+                 backend=backend)[0] / "fit"
+    res = read_json(second / "rank0.json")
+    assert res["initial_epoch"] == 2 and len(res["lrs"]) == 8
+    for r in (0, 1):  # as if never stopped
+        assert_same(second / f"rank{r}.npz", warm[0] / "fit" / f"rank{r}.npz", atol=1e-6)
+
+
 @pytest.mark.parametrize("backend", ["tensorflow"])  # Horovod's TF ops under XLA
 def test_jit_compile_true_fails_fast_with_a_clear_message(warm):
     out, _ = warm
@@ -174,16 +204,17 @@ def test_jit_compile_true_fails_fast_with_a_clear_message(warm):
         assert error is not None and error.startswith("RuntimeError: ") and "jit_compile=False" in error, error
 
 
-def test_a_checkpoint_written_on_tensorflow_resumes_on_torch(tmp_path, warm_runs):
+@pytest.mark.parametrize(("written_on", "resumed_on"), [("tensorflow", "torch"), ("torch", "tensorflow")])
+def test_a_checkpoint_written_on_one_backend_resumes_on_the_other(tmp_path, warm_runs, written_on, resumed_on):
     # A checkpoint holds NumPy arrays in Keras's own variable order, the same on both backends.
-    full, full_ckpt = warm_runs("tensorflow")
+    full, full_ckpt = warm_runs(written_on)
     ckpt = tmp_path / "ckpt"
     stopped_after_epoch_2(full_ckpt, ckpt)
-    second = run(tmp_path, "on-torch", 2, *WARM, "--epochs", "4", "--checkpoint-dir", str(ckpt),
-                 backend="torch")[0] / "fit"
+    second = run(tmp_path, f"on-{resumed_on}", 2, *WARM, "--epochs", "4", "--checkpoint-dir", str(ckpt),
+                 backend=resumed_on)[0] / "fit"
     res = read_json(second / "rank0.json")
     assert res["initial_epoch"] == 2 and len(res["lrs"]) == 8
-    tf_lrs = read_json(full / "fit" / "rank0.json")["lrs"][8:]
-    assert [v for _, v in res["lrs"]] == pytest.approx([v for _, v in tf_lrs])
+    written_lrs = read_json(full / "fit" / "rank0.json")["lrs"][8:]
+    assert [v for _, v in res["lrs"]] == pytest.approx([v for _, v in written_lrs])
     for r in (0, 1):  # the two backends' kernels round differently: close, not equal
         assert_same(second / f"rank{r}.npz", full / "fit" / f"rank{r}.npz", atol=1e-5)

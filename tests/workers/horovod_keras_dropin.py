@@ -1,4 +1,5 @@
-"""Under horovodrun -np 2: a Horovod-style Keras 3 script through ``import hvdkit.tensorflow.keras as hvd``.
+"""Under horovodrun -np 2: a script written for ``horovod.tensorflow.keras``, with only its import changed to
+``import hvdkit.keras as hvd``; it runs as it is on Keras's TensorFlow and torch backends (``KERAS_BACKEND``).
 
 A ``Sequential`` without an input shape (built by its first step), different initial weights and data per
 rank, ``hvd.DistributedOptimizer`` and Horovod's callbacks; then ``hvd.load_model`` of the saved model and
@@ -15,7 +16,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras
 import numpy as np
 
-import hvdkit.tensorflow.keras as hvd
+import hvdkit.keras as hvd  # was: import horovod.tensorflow.keras as hvd
 
 out = Path(sys.argv[1])
 hvd.init()
@@ -49,14 +50,15 @@ callbacks = [
     record,
 ]
 hist = model.fit(x, y, batch_size=8, epochs=5, callbacks=callbacks, verbose=0)
-res = {"lrs": record.lrs, "history": hist.history, "weights": [w.tolist() for w in model.get_weights()],
-       "iterations": int(model.optimizer.iterations.numpy())}
+res = {"backend": keras.backend.backend(), "lrs": record.lrs, "history": hist.history,
+       "weights": [w.tolist() for w in model.get_weights()], "iterations": int(model.optimizer.iterations.numpy())}
 
 # hvd.load_model: the saved model comes back with a distributed optimizer and its state
 path = out / "model.keras"
 if r == 0:
     model.save(path)
-hvd.allreduce(np.zeros(1), name="saved")  # a barrier: rank 0 has written the file
+# a barrier (rank 0 has written the file), on a NumPy value as Horovod's Keras collectives take
+res["mean_rank"] = float(hvd.allreduce(np.array([float(r)]), name="saved")[0])
 loaded = hvd.load_model(path)
 res["loaded_is_distributed"] = bool(getattr(loaded.optimizer, "_hvdkit_distributed", False))
 res["loaded_iterations"] = int(loaded.optimizer.iterations.numpy())

@@ -3,12 +3,15 @@ one after the other in one process (each from a freshly seeded model: one launch
 either Keras backend (``KERAS_BACKEND=tensorflow`` or ``torch``); ``tape`` on TensorFlow.
 
 Writes per mode and rank, in <results>/<mode>/: rank<r>.npz (final weights), rank<r>_init.npz (as built),
-rank<r>_start.npz (weights when the first step starts) and rank<r>.json (LRs per step, raw and averaged logs).
+rank<r>_start.npz (weights when the first step starts) and rank<r>.json (LRs per step, raw and averaged logs,
+the Horovod controller the run used: "mpi" or "gloo").
 """
 
 import argparse
 import json
 import os
+import time
+from pathlib import Path
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
@@ -27,6 +30,9 @@ p.add_argument("--momentum", type=float, default=0.0)
 p.add_argument("--warmup-epochs", type=float, default=0.0)
 p.add_argument("--checkpoint-dir")
 p.add_argument("--model-seed-per-rank", action="store_true")
+p.add_argument("--wait-at-step", type=int,
+               help="fit: before this step (counted in this process), once the checkpoints written so far are "
+                    "durable, write <results>/waiting.<rank> and wait (up to 120 s) for a stop signal to end it")
 p.add_argument("--jit-probe", action="store_true",
                help="after the run, fit a fresh jit_compile=True model once and record its error in rank<r>_jit.json")
 args = p.parse_args()
@@ -37,6 +43,8 @@ import keras  # noqa: E402
 from hvdkit.keras.callbacks import BroadcastInitialState, Checkpoint, LearningRateWarmup, MetricAverage  # noqa: E402
 
 r = hk.rank()
+# Horovod's names, on either backend: the controller that carries this run's collectives
+controller = "gloo" if hk.gloo_enabled() else "mpi" if hk.mpi_enabled() else None
 g = np.random.default_rng(7)
 x = g.normal(size=(64, 6)).astype(np.float32)
 y = ((x[:, :3].sum(1) > 0).astype(np.int64) + (x[:, 3] > 0.5).astype(np.int64))
@@ -71,11 +79,29 @@ class StepProbe(keras.callbacks.Callback):
         self.step += 1
 
 
+class WaitForSignal(keras.callbacks.Callback):
+    """--wait-at-step: the test signals the run while every rank is surely mid-epoch, after the last epoch's
+    checkpoint is on disk (what a signal must leave whole)."""
+
+    def __init__(self, ckpt):
+        super().__init__()
+        self.ckpt, self.step = ckpt, 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.step == args.wait_at_step:
+            self.ckpt.core.wait()
+            (Path(args.results) / f"waiting.{r}").write_text(str(os.getpid()))
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                time.sleep(0.05)
+        self.step += 1
+
+
 def train(mode):
     keras.utils.set_random_seed(1000 + (r if args.model_seed_per_rank else 0))
     model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(3)])
     initial = [w.copy() for w in model.get_weights()]
-    out = {"size": hk.size(), "backend": keras.backend.backend()}
+    out = {"size": hk.size(), "backend": keras.backend.backend(), "controller": controller}
     if mode.startswith("fit"):
         variant = {"fit": {}, "fit_acc": {"accumulate_steps": 2, "average_aggregated_gradients": True},
                    "fit_fp16": {"compression": "fp16"}}[mode]
@@ -90,6 +116,8 @@ def train(mode):
             ckpt = Checkpoint(args.checkpoint_dir)
             initial_epoch = ckpt.resume_epoch(model)
             cbs.append(ckpt)
+            if args.wait_at_step is not None:
+                cbs.append(WaitForSignal(ckpt))
         cbs.append(start)
         hist = model.fit(xs, ys, batch_size=args.batch, epochs=args.epochs, shuffle=False, verbose=0,
                          callbacks=cbs, initial_epoch=initial_epoch)

@@ -4,7 +4,9 @@ Every Horovod-compatible name lives in this package, one module per Horovod modu
 ``keras``, ``keras_callbacks`` and the ``*_elastic`` ones (``callbacks`` holds the framework-free callbacks
 behind Horovod's Keras ones). Each adapter's compat module lists Horovod 0.28.1's public API in ``__horovod_all__``
 (and the internals upstream's tests reach in ``__horovod_internal__``). Nothing else falls through to
-Horovod: a typo is an AttributeError naming both packages. The compat module imports Horovod; this does not.
+Horovod: a typo is an AttributeError naming both packages; a Horovod name the adapter cannot offer here (listed
+with its reason in the compat module's ``__horovod_unavailable__``) is an AttributeError giving that reason.
+The compat module imports Horovod; this does not.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ def missing(package: str, name: str, upstream: str) -> AttributeError:
 
 def export(namespace: dict[str, Any], api: ModuleType, upstream: str) -> Callable[[str], object]:
     """Copy ``api.__horovod_all__`` (and ``api.__horovod_internal__``, if any) into ``namespace``, set its
-    ``__horovod_all__``, and return the package's ``__getattr__``, which raises :func:`missing`."""
+    ``__horovod_all__``, and return the package's ``__getattr__``, which raises :func:`missing`, or, for a name
+    in ``api.__horovod_unavailable__``, an AttributeError with its message."""
     names = list(api.__horovod_all__)
+    unavailable: dict[str, str] = dict(getattr(api, "__horovod_unavailable__", {}))
     internal = list(getattr(api, "__horovod_internal__", []))
     namespace.update({n: getattr(api, n) for n in [*names, *internal]})
     namespace["__horovod_all__"] = names
@@ -38,6 +42,8 @@ def export(namespace: dict[str, Any], api: ModuleType, upstream: str) -> Callabl
             sys.modules[f"{package}.{n}"] = value
 
     def __getattr__(name: str) -> object:
+        if name in unavailable:
+            raise AttributeError(unavailable[name])
         raise missing(package, name, upstream)
 
     return __getattr__
