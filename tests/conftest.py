@@ -25,9 +25,12 @@ def keras_workers(tmp_path_factory):
 @pytest.fixture(scope="session")
 def keras_torch_workers(tmp_path_factory):
     """``keras_torch_workers(label)``: 2-rank Keras workers on ``KERAS_BACKEND=torch`` in one launch, for
-    tests/keras/test_nonfinite_keras.py and tests/core/test_precision.py (the TensorFlow runs of the same
-    scripts share ``keras_workers``' launch or are slow checks)."""
+    tests/compat/test_horovod_keras_dropin.py, tests/keras/test_nonfinite_keras.py and
+    tests/core/test_precision.py (the TensorFlow runs of the same scripts have their own launches, share
+    ``keras_workers``' or are slow checks). The Horovod-style script runs first, from a fresh Keras."""
     from helpers import SharedJob
 
-    return SharedJob(tmp_path_factory.mktemp("keras-torch-workers"), {
-        "numerics": ("numerics_keras.py",), "precision": ("precision_keras.py",)}, env={"KERAS_BACKEND": "torch"})
+    folder = tmp_path_factory.mktemp("keras-torch-workers")
+    (folder / "dropin").mkdir()
+    return SharedJob(folder, {"dropin": ("horovod_keras_dropin.py", "{out}/dropin"), "numerics": ("numerics_keras.py",),
+                              "precision": ("precision_keras.py",)}, env={"KERAS_BACKEND": "torch"})

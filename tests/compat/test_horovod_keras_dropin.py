@@ -14,9 +14,14 @@ pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(300)]
 
 @pytest.fixture(scope="module", params=["tensorflow", "torch"])
 def ranks(tmp_path_factory, request):
-    """The script's results per rank and the job's stdout, on Keras's ``request.param`` backend (one launch)."""
-    out = tmp_path_factory.mktemp(f"keras_dropin_{request.param}")
-    proc = horovodrun("horovod_keras_dropin.py", str(out), timeout=280, env={"KERAS_BACKEND": request.param})
+    """The script's results per rank and the job's stdout, on Keras's ``request.param`` backend (on torch, in
+    the shared launch of tests/conftest.py)."""
+    if request.param == "torch":
+        proc = request.getfixturevalue("keras_torch_workers")("dropin")
+        out = request.getfixturevalue("keras_torch_workers").folder / "dropin"
+    else:
+        out = tmp_path_factory.mktemp(f"keras_dropin_{request.param}")
+        proc = horovodrun("horovod_keras_dropin.py", str(out), timeout=280, env={"KERAS_BACKEND": request.param})
     results = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     assert [r["backend"] for r in results] == [request.param] * 2
     return results, proc.stdout

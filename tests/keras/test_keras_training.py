@@ -173,6 +173,8 @@ def test_checkpoint_resume_through_fit_and_a_corrupt_newest_checkpoint(tmp_path,
         assert_same(third / f"rank{r}.npz", full / f"rank{r}.npz", atol=1e-6)
 
 
+# On TensorFlow a slow_check: the same Keras code path, and torch is the backend that is new.
+@pytest.mark.parametrize("backend", [pytest.param("tensorflow", marks=pytest.mark.slow_check), "torch"])
 def test_a_stop_signal_to_horovodrun_ends_fit_on_every_rank_and_the_rerun_resumes_the_last_epoch(tmp_path, warm,
                                                                                                  backend):
     # Keras's fit resumes at an epoch's start only, so Checkpoint's on_signal (a checkpoint of the step in
