@@ -17,19 +17,19 @@ refuses: Keras's own ``keras.distribution`` is the path there.
 
 from hvdkit.core.history import History
 from hvdkit.keras.backend import current as _backend
+from hvdkit.keras.elastic_fit import fit_elastic
 from hvdkit.keras.optimizer import DistributedOptimizer, is_distributed
+from hvdkit.keras.sync_batchnorm import SyncBatchNormalization
 
 HorovodComm = _backend.HorovodComm
 init, rank, size, local_rank, local_size = (_backend.init, _backend.rank, _backend.size, _backend.local_rank,
                                             _backend.local_size)
 shard = _backend.shard
-_TF_ONLY = ("SyncBatchNormalization", "fit_elastic")
+_TF_ONLY: tuple[str, ...] = ()  # hvdkit's names that need Keras's TensorFlow backend: none
 
 if _backend.NAME == "tensorflow":
     from hvdkit.compat.horovod import export as _export
     from hvdkit.compat.horovod import keras as _horovod_api
-    from hvdkit.keras.elastic_fit import fit_elastic as fit_elastic
-    from hvdkit.keras.sync_batchnorm import SyncBatchNormalization as SyncBatchNormalization
 
     __getattr__ = _export(globals(), _horovod_api, "horovod.tensorflow.keras")  # Horovod's names; others: error
 else:
@@ -48,5 +48,5 @@ def verbose(level: int = 1) -> int:
     return level if rank() == 0 else 0
 
 
-__all__ = ["DistributedOptimizer", "History", "HorovodComm", "init", "is_distributed", "local_rank", "local_size",
-           "rank", "shard", "size", "verbose", *(_TF_ONLY if _backend.NAME == "tensorflow" else ())]
+__all__ = ["DistributedOptimizer", "History", "HorovodComm", "SyncBatchNormalization", "fit_elastic", "init",
+           "is_distributed", "local_rank", "local_size", "rank", "shard", "size", "verbose"]
