@@ -4,6 +4,7 @@ On one machine (two local "hosts", localhost and 127.0.0.1; edit the printed hos
 remove or add one while it runs, or kill a worker):
 
     hvdkit elastic-local --np 2 --min-np 1 -- python examples/keras_elastic.py --epochs 20
+    KERAS_BACKEND=torch hvdkit elastic-local --np 2 --min-np 1 -- python examples/keras_elastic.py  # on PyTorch
 
 On a cluster, with your own discovery script:
 

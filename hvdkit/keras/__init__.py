@@ -18,30 +18,21 @@ JAX the import refuses: Keras's own ``keras.distribution`` is the path there.
 
 from hvdkit.core.history import History
 from hvdkit.keras.backend import current as _backend
+from hvdkit.keras.elastic_fit import fit_elastic
 from hvdkit.keras.optimizer import DistributedOptimizer, is_distributed
+from hvdkit.keras.sync_batchnorm import SyncBatchNormalization
 
 HorovodComm = _backend.HorovodComm
 init, rank, size, local_rank, local_size = (_backend.init, _backend.rank, _backend.size, _backend.local_rank,
                                             _backend.local_size)
 shard = _backend.shard
-_TF_ONLY = ("SyncBatchNormalization", "fit_elastic")
 
-if _backend.NAME == "tensorflow":
-    from hvdkit.keras.elastic_fit import fit_elastic as fit_elastic
-    from hvdkit.keras.sync_batchnorm import SyncBatchNormalization as SyncBatchNormalization
-
+# after the backend's check: importing the compat module imports Keras (JAX must be refused first)
 from hvdkit.compat.horovod import export as _export  # noqa: E402
 from hvdkit.compat.horovod import keras as _horovod_api  # noqa: E402
 
 # Horovod's names, for this backend; others: AttributeError (naming why, for the ones TensorFlow alone has)
-_horovod_getattr = _export(globals(), _horovod_api, "horovod.tensorflow.keras")
-
-
-def __getattr__(name: str) -> object:
-    if name in _TF_ONLY:
-        raise AttributeError(f"hvdkit.keras.{name} runs on Keras's TensorFlow backend only for now "
-                             "(KERAS_BACKEND=tensorflow); this process runs Keras on torch")
-    return _horovod_getattr(name)
+__getattr__ = _export(globals(), _horovod_api, "horovod.tensorflow.keras")
 
 
 def verbose(level: int = 1) -> int:
@@ -49,5 +40,5 @@ def verbose(level: int = 1) -> int:
     return level if rank() == 0 else 0
 
 
-__all__ = ["DistributedOptimizer", "History", "HorovodComm", "init", "is_distributed", "local_rank", "local_size",
-           "rank", "shard", "size", "verbose", *(_TF_ONLY if _backend.NAME == "tensorflow" else ())]
+__all__ = ["DistributedOptimizer", "History", "HorovodComm", "SyncBatchNormalization", "fit_elastic", "init",
+           "is_distributed", "local_rank", "local_size", "rank", "shard", "size", "verbose"]

@@ -14,14 +14,16 @@ import tensorflow as tf
 
 from hvdkit.core.numerics import APPLIED, NOT_FINITE_ANY_MORE, QUOTED, SKIPPED, STOPPED
 from hvdkit.tensorflow.data import shard
+from hvdkit.tensorflow.elastic_run import run as elastic_run
 from hvdkit.tensorflow.gradients import allreduce_gradients
 from hvdkit.tensorflow.runtime import HorovodComm, init, local_rank, local_size, rank, size
 from hvdkit.tensorflow.variables import broadcast_variables as _broadcast_variables
 
 NAME = "tensorflow"
 
-__all__ = ["NAME", "HorovodComm", "agree_finite", "allreduce_gradients", "broadcast_variables", "flags_verdict",
-           "guarded_update", "hvd", "init", "local_rank", "local_size", "nonfinite_flags", "rank", "shard", "size"]
+__all__ = ["NAME", "HorovodComm", "agree_finite", "allreduce_gradients", "broadcast_variables", "elastic_run",
+           "flags_verdict", "guarded_update", "hvd", "init", "local_rank", "local_size", "nonfinite_flags", "rank",
+           "shard", "size", "sum_over_ranks"]
 
 
 def _all_finite(grads: list[Any]) -> Any:
@@ -75,3 +77,9 @@ def broadcast_variables(variables: list[Any], root_rank: int, process_set: Any =
     """``root_rank``'s values of these Keras variables on every rank (of ``process_set``)."""
     _broadcast_variables(variables, root_rank=root_rank,
                          process_set=hvd.global_process_set if process_set is None else process_set)
+
+
+def sum_over_ranks(tensor: Any, name: str) -> Any:
+    """``tensor`` summed over every rank, differentiable: the gradient of Horovod's TF allreduce is the
+    sum of the ranks' incoming gradients."""
+    return hvd.allreduce(tensor, op=hvd.Sum, name=name)

@@ -12,6 +12,7 @@ from typing import Any
 import horovod.torch as hvd
 import keras
 import torch
+from horovod.torch.elastic import run as elastic_run
 
 from hvdkit.core.collectives import resolve_reduction
 from hvdkit.core.comm import under_elastic_driver
@@ -21,8 +22,9 @@ from hvdkit.torch.runtime import HorovodComm, init, local_rank, local_size, rank
 
 NAME = "torch"
 
-__all__ = ["NAME", "HorovodComm", "agree_finite", "allreduce_gradients", "broadcast_variables", "flags_verdict",
-           "guarded_update", "hvd", "init", "local_rank", "local_size", "nonfinite_flags", "rank", "shard", "size"]
+__all__ = ["NAME", "HorovodComm", "agree_finite", "allreduce_gradients", "broadcast_variables", "elastic_run",
+           "flags_verdict", "guarded_update", "hvd", "init", "local_rank", "local_size", "nonfinite_flags", "rank",
+           "shard", "size", "sum_over_ranks"]
 
 
 def _all_finite(grads: Sequence[Any]) -> torch.Tensor:
@@ -108,3 +110,25 @@ def broadcast_variables(variables: list[Any], root_rank: int, process_set: Any =
                                        process_set=process_set) for i, v in enumerate(variables)]
         for v, h in zip(variables, handles):
             v.assign(hvd.synchronize(h))
+
+
+class _SumOverRanks(torch.autograd.Function):
+    """A sum allreduce whose gradient is the sum allreduce of the incoming gradients, both named.
+    Horovod's own (``hvd.allreduce``, differentiable too) names its backward allreduce after a per-process
+    handle counter, which differs on a worker that joined an elastic job: the ranks would wait on each other."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, name: str) -> torch.Tensor:  # type: ignore[override]
+        ctx.name = name
+        return hvd.synchronize(hvd.allreduce_async(tensor.contiguous(), op=hvd.Sum, name=name))
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        return hvd.synchronize(hvd.allreduce_async(grad.contiguous(), op=hvd.Sum, name=f"{ctx.name}.grad")), None
+
+
+def sum_over_ranks(tensor: torch.Tensor, name: str) -> torch.Tensor:
+    """``tensor`` summed over every rank, differentiable: its gradient is the sum of the ranks' incoming
+    gradients."""
+    result: torch.Tensor = _SumOverRanks.apply(tensor, name)
+    return result

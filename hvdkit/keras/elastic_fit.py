@@ -11,6 +11,8 @@ The state is Horovod's ``ObjectState`` over the model's and optimizer's variable
 (Horovod's ``TensorFlowKerasState`` fails on Keras 3; its ``TensorFlowState`` broadcasts when created, a
 collective before the elastic sync). An epoch's remaining steps run as one ``model.fit`` over this worker's
 share: plain Keras callbacks see one ``fit`` per such call, hvdkit's callbacks one training run.
+It runs on either Keras backend: the broadcasts and Horovod's retry loop are the backend's
+(:mod:`hvdkit.keras.backend`), the rest is Keras 3.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import horovod.tensorflow as hvd
 import keras
 import numpy as np
 from horovod.common.elastic import ObjectState
@@ -27,11 +28,10 @@ from hvdkit.core.elastic.loop import ElasticLoop
 from hvdkit.core.elastic.state import LoopCommit
 from hvdkit.core.history import History
 from hvdkit.core.rows import map_leaves, num_rows
+from hvdkit.keras.backend import current as _backend
 from hvdkit.keras.engine_bridge import EngineBridge, KerasLogs, engine_for, scalar_logs, val_logs
 from hvdkit.keras.ops import KerasOps
 from hvdkit.keras.optimizer import is_distributed
-from hvdkit.tensorflow.elastic_run import run
-from hvdkit.tensorflow.variables import broadcast_variables, to_tf_variables
 
 
 class KerasVariablesState(ObjectState):
@@ -46,13 +46,17 @@ class KerasVariablesState(ObjectState):
         if not optimizer.built:
             optimizer.build(model.trainable_variables)
         self.model, self.optimizer = model, optimizer
-        self._vars = to_tf_variables(list(model.variables) + list(optimizer.variables))
-        self._values = [v.numpy() for v in self._vars]
-        super().__init__(bcast_object=hvd.broadcast_object, get_rank=hvd.rank, **kwargs)
+        self._vars = list(model.variables) + list(optimizer.variables)
+        self._values = self._copies()
+        super().__init__(bcast_object=_backend.hvd.broadcast_object, get_rank=_backend.hvd.rank, **kwargs)
+
+    def _copies(self) -> list[np.ndarray]:
+        # convert_to_numpy copies (np.array): a view of a torch variable on the CPU would follow its updates
+        return [keras.ops.convert_to_numpy(v) for v in self._vars]
 
     def save(self) -> None:
         """Commit: copy the variables' values to host memory, then the plain values."""
-        self._values = [v.numpy() for v in self._vars]
+        self._values = self._copies()
         super().save()
 
     def restore(self) -> None:
@@ -63,8 +67,8 @@ class KerasVariablesState(ObjectState):
 
     def sync(self) -> None:
         """Rank 0's variables and plain values to every worker."""
-        broadcast_variables(self._vars, root_rank=0)
-        self._values = [v.numpy() for v in self._vars]
+        _backend.broadcast_variables(self._vars, root_rank=0)
+        self._values = self._copies()
         super().sync()
 
 
@@ -123,8 +127,8 @@ class KerasElasticAdapter:
         return KerasElasticState(self.model, loop)
 
     def run(self, func: Callable[[KerasElasticState], None]) -> Callable[[KerasElasticState], None]:
-        """Horovod's retry loop, counting any Horovod op error as a failure."""
-        return run(func)
+        """Horovod's retry loop for this backend (on TensorFlow, counting any Horovod op error as a failure)."""
+        return _backend.elastic_run(func)
 
     def train_steps(self, loop: ElasticLoop, indices: Sequence[int]) -> dict[str, float]:
         """One ``model.fit`` over this worker's ``indices``; returns its epoch logs."""

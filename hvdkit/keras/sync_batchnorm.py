@@ -1,4 +1,5 @@
-"""A Keras 3 batch-normalisation layer whose training statistics cover every Horovod worker's batch.
+"""A Keras 3 batch-normalisation layer whose training statistics cover every Horovod worker's batch, on the
+TensorFlow and the PyTorch backend.
 
 Horovod's ``SyncBatchNormalization`` is a tf.keras 2 layer and fails on Keras 3. This one changes only
 the batch moments of ``keras.layers.BatchNormalization``: one (differentiable) allreduce sums every
@@ -9,13 +10,14 @@ worker's per-channel sums, squared sums and counts, masked entries left out.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-import horovod.tensorflow as hvd
 import keras
-import tensorflow as tf
+from keras import ops
 
 from hvdkit.core.comm import under_elastic_driver
+from hvdkit.keras.backend import current as _backend
 
 
 @keras.saving.register_keras_serializable(package="hvdkit")
@@ -30,24 +32,26 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         super().__init__(*args, **kwargs)
 
     def _moments(self, inputs: Any, mask: Any) -> tuple[Any, Any]:
-        if hvd.size() == 1 and not under_elastic_driver():
+        if _backend.size() == 1 and not under_elastic_driver():
             return super()._moments(inputs, mask)
         axes = self._reduction_axes
-        x = tf.cast(inputs, tf.float32)
+        x = ops.cast(inputs, "float32")
         if mask is None:
-            total = tf.reduce_sum(x, axes)
-            squares = tf.reduce_sum(x * x, axes)
-            count = tf.cast(tf.size(x), tf.float32) / tf.cast(tf.size(total), tf.float32) * tf.ones_like(total)
+            total = ops.sum(x, axes)
+            squares = ops.sum(x * x, axes)
+            shape = ops.shape(x)  # entries may be tensors (a batch size unknown while tracing)
+            count = ops.cast(math.prod([shape[a] for a in axes]), "float32") * ops.ones_like(total)
         else:
-            keep = tf.cast(tf.broadcast_to(tf.expand_dims(mask, -1), tf.shape(x)), tf.float32)
-            total = tf.reduce_sum(x * keep, axes)
-            squares = tf.reduce_sum(x * x * keep, axes)
-            count = tf.reduce_sum(keep, axes)
-        n = tf.size(total)
-        summed = hvd.allreduce(tf.concat([tf.reshape(total, [-1]), tf.reshape(squares, [-1]),
-                                          tf.reshape(count, [-1])], 0), op=hvd.Sum)
-        shape = tf.shape(total)
-        count = tf.maximum(tf.reshape(summed[2 * n:], shape), 1.0)
-        mean = tf.reshape(summed[:n], shape) / count
-        variance = tf.maximum(tf.reshape(summed[n:2 * n], shape) / count - mean * mean, 0.0)
-        return tf.cast(mean, inputs.dtype), tf.cast(variance, inputs.dtype)
+            keep = ops.cast(ops.broadcast_to(ops.expand_dims(mask, -1), ops.shape(x)), "float32")
+            total = ops.sum(x * keep, axes)
+            squares = ops.sum(x * x * keep, axes)
+            count = ops.sum(keep, axes)
+        n = math.prod(total.shape)  # the channels: known when the layer is built
+        summed = _backend.sum_over_ranks(ops.concatenate([ops.reshape(total, [-1]), ops.reshape(squares, [-1]),
+                                                          ops.reshape(count, [-1])], 0),
+                                         name=f"hvdkit.sync_batchnorm.{self.name}")
+        shape = ops.shape(total)
+        count = ops.maximum(ops.reshape(summed[2 * n:], shape), 1.0)
+        mean = ops.reshape(summed[:n], shape) / count
+        variance = ops.maximum(ops.reshape(summed[n:2 * n], shape) / count - mean * mean, 0.0)
+        return ops.cast(mean, inputs.dtype), ops.cast(variance, inputs.dtype)

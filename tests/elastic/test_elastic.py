@@ -19,7 +19,11 @@ pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(400)]
 N, BATCH, COMMIT = 96, 4, 5
 
 
-FRAMEWORKS = pytest.mark.parametrize("worker", ["torch_elastic.py", "keras_elastic.py"], ids=["torch", "keras"])
+# The kill scenario on every framework, Keras on both its backends (KERAS_BACKEND; the worker is the same).
+FRAMEWORKS = pytest.mark.parametrize("worker,keras_backend", [("torch_elastic.py", None),
+                                                              ("keras_elastic.py", "tensorflow"),
+                                                              ("keras_elastic.py", "torch")],
+                                     ids=["torch", "keras", "keras-torch"])
 # One framework of a scenario in CI, the other a slow_check: each framework keeps its own elastic runs in CI.
 SLOW = pytest.mark.slow_check
 TORCH_IN_CI = pytest.mark.parametrize(
@@ -28,7 +32,8 @@ KERAS_IN_CI = pytest.mark.parametrize(
     "worker", [pytest.param("torch_elastic.py", marks=SLOW), "keras_elastic.py"], ids=["torch", "keras"])
 
 
-def elastic_run(tmp_path, worker, *args, timeout=300, min_np=1, elastic_timeout=60, expect_ok=True):
+def elastic_run(tmp_path, worker, *args, timeout=300, min_np=1, elastic_timeout=60, expect_ok=True,
+                keras_backend="tensorflow"):
     results = tmp_path / "results"
     results.mkdir(parents=True, exist_ok=True)
     hosts_file, script = write_discovery(tmp_path / "disc")
@@ -36,7 +41,7 @@ def elastic_run(tmp_path, worker, *args, timeout=300, min_np=1, elastic_timeout=
                                  "--hosts-file", str(hosts_file), "--batch", str(BATCH), "--samples", str(N),
                                  "--commit-every", str(COMMIT), *args])
     env = {**os.environ, "PYTHONPATH": str(REPO), "HOROVOD_ELASTIC_TIMEOUT": str(elastic_timeout),
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
+           "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": keras_backend or "tensorflow"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, start_new_session=True)
     if not expect_ok:
         return None, [], proc
@@ -48,9 +53,10 @@ def elastic_run(tmp_path, worker, *args, timeout=300, min_np=1, elastic_timeout=
 
 
 @FRAMEWORKS
-def test_worker_killed_mid_epoch_job_finishes_from_last_commit(tmp_path, worker):
+def test_worker_killed_mid_epoch_job_finishes_from_last_commit(tmp_path, worker, keras_backend):
     kill_at = 17  # epoch 0 has 12 steps at 2 workers (96 / (4 x 2)): step 17 is mid-epoch 1
-    summary, steps, _proc = elastic_run(tmp_path, worker, "--epochs", "3", "--kill-at-step", str(kill_at))
+    summary, steps, _proc = elastic_run(tmp_path, worker, "--epochs", "3", "--kill-at-step", str(kill_at),
+                                        keras_backend=keras_backend)
     assert summary["final_epoch"] == 3 and summary["size"] == 1 and summary["resets"] >= 1
     reset = summary["events"]["resets"][0]
     last_commit = (kill_at // COMMIT) * COMMIT  # commits every 5 steps (15) and at epoch ends (12)
@@ -60,6 +66,12 @@ def test_worker_killed_mid_epoch_job_finishes_from_last_commit(tmp_path, worker)
     after = [s["step"] for s in rank0 if s["size"] == 1]
     assert after[0] == last_commit
     assert after == list(range(last_commit, last_commit + len(after)))
+    # ... from the committed weights (the state restored them), and both ranks held the same weights at each
+    # step while there were two.
+    began = {(s["rank"], s["size"], s["step"]): s["weights"] for s in steps}
+    assert began[0, 1, last_commit] == began[0, 2, last_commit]
+    both = [k for (r, size, k) in began if r == 1 and size == 2]
+    assert len(both) >= kill_at and all(began[0, 2, k] == began[1, 2, k] for k in both)
     # Every epoch trained every sample; repeats only from the rolled-back steps (< one commit interval).
     for epoch in range(3):
         seen = Counter(i for s in steps if s["epoch"] == epoch for i in s["samples"])

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import REPO, WORKERS, horovodrun, requires_horovod, tagged_json
+from helpers import REPO, WORKERS, requires_horovod, tagged_json
 
 pytestmark = [requires_horovod, pytest.mark.horovod]
 

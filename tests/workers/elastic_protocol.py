@@ -1,15 +1,25 @@
 """What the elastic test workers (torch_elastic.py, keras_elastic.py) share: arguments, the per-step
 record, the failures they inject (SIGKILL, a host removed and put back) and the summary.
 
-Each rank appends one JSON line per step to <results>/steps-rank<r>-pid<pid>.jsonl (line-buffered, so a
-SIGKILLed worker's steps survive); rank 0 writes summary.json.
+Each rank appends one JSON line per step (its samples, LR, and a digest of the weights it began from) to
+<results>/steps-rank<r>-pid<pid>.jsonl (line-buffered, so a SIGKILLed worker's steps survive); rank 0 writes
+summary.json.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import signal
 import time
+
+
+def digest(arrays):
+    """A digest of the model's weights (numpy arrays): equal only for identical weights."""
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
 
 
 def parse_args():
@@ -38,10 +48,11 @@ class StepProtocol:
         self.events: dict = {}
         self.log = open(os.path.join(args.results, f"steps-rank{rank}-pid{os.getpid()}.jsonl"), "a", buffering=1)
 
-    def step_done(self, step, epoch, batch, size, rank, lr, samples):
+    def step_done(self, step, epoch, batch, size, rank, lr, samples, weights):
+        """``weights``: a digest of the model's weights when the step began."""
         args, events = self.args, self.events
         self.log.write(json.dumps({"step": step, "epoch": epoch, "batch": batch, "size": size, "rank": rank,
-                                   "lr": lr, "samples": samples}) + "\n")
+                                   "lr": lr, "samples": samples, "weights": weights}) + "\n")
         if args.step_seconds:
             time.sleep(args.step_seconds)
             if rank == 0:

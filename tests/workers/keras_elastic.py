@@ -1,6 +1,7 @@
-"""Elastic Keras 3 run for the integration tests (under horovodrun --min-np/--max-np); the step
-records, injected failures and summary are elastic_protocol.py's. The sample indices a step trained
-are read inside the train step from column 0 of x, which the model does not learn from."""
+"""Elastic Keras 3 run for the integration tests (under horovodrun --min-np/--max-np), on the backend
+KERAS_BACKEND names (TensorFlow when unset); the step records, injected failures and summary are
+elastic_protocol.py's. The sample indices a step trained are read inside the train step from column 0 of x,
+which the model does not learn from."""
 
 import os
 import time
@@ -8,14 +9,16 @@ import time
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np
-from elastic_protocol import StepProtocol, parse_args
+from elastic_protocol import StepProtocol, digest, parse_args
 
 import hvdkit.keras as hk
 
 args = parse_args()
 hk.init(threads=1)
 import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+
+if keras.backend.backend() == "tensorflow":
+    import tensorflow as tf
 
 from hvdkit.core import Callback  # noqa: E402
 from hvdkit.keras.callbacks import (  # noqa: E402
@@ -30,7 +33,7 @@ LAST: list = [[]]
 
 
 def _record(ids):
-    LAST[0] = ids.numpy().astype(int).tolist()
+    LAST[0] = keras.ops.convert_to_numpy(ids).astype(int).tolist()
     return np.int32(0)
 
 
@@ -38,7 +41,10 @@ class Indexed(keras.layers.Layer):
     """Column 0 carries the sample index: recorded (in the train step), not learned from."""
 
     def call(self, inp):
-        tf.py_function(_record, [inp[:, 0]], Tout=tf.int32)
+        if keras.backend.backend() == "tensorflow":
+            tf.py_function(_record, [inp[:, 0]], Tout=tf.int32)
+        elif inp.device.type != "meta":  # torch runs the step eagerly ("meta": Keras inferring shapes)
+            _record(inp[:, 0])
         return inp[:, 1:]
 
 
@@ -58,9 +64,15 @@ protocol = StepProtocol(args, hk.rank())
 class Probe(keras.callbacks.Callback):
     """Not async-safe on purpose: runs right after each step, while LAST holds its samples."""
 
+    began_from = None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.began_from = digest(self.model.get_weights())
+
     def on_train_batch_end(self, batch, logs=None):
         s = self.model._hvdkit_engine.state
-        protocol.step_done(s.global_step, s.epoch, s.batch, hk.size(), hk.rank(), s.ops.get_lr(), LAST[0])
+        protocol.step_done(s.global_step, s.epoch, s.batch, hk.size(), hk.rank(), s.ops.get_lr(), LAST[0],
+                           self.began_from)
 
 
 class ResetProbe(Callback):

@@ -4,7 +4,7 @@ records, injected failures and summary are elastic_protocol.py's."""
 import time
 
 import torch
-from elastic_protocol import StepProtocol, parse_args
+from elastic_protocol import StepProtocol, digest, parse_args
 from torch import nn
 from torch.utils.data import TensorDataset
 
@@ -40,10 +40,14 @@ protocol = StepProtocol(args, hk.rank())
 
 class Probe(Callback):
     order = 100
+    began_from = None
+
+    def on_batch_begin(self, state):
+        self.began_from = digest(p.detach().numpy() for p in model.parameters())
 
     def on_batch_end(self, state):
         protocol.step_done(state.global_step - 1, state.epoch, state.batch, state.comm.size, state.comm.rank,
-                           state.ops.get_lr(), model.last)
+                           state.ops.get_lr(), model.last, self.began_from)
 
     def on_reset(self, state):
         protocol.reset(state)
