@@ -40,8 +40,9 @@ TF_ONLY = {
     "broadcast_global_variables": "it broadcasts TensorFlow 1 graph variables (tf.compat.v1 sessions); on "
                                   "Keras's torch backend pass hvd.callbacks.BroadcastGlobalVariablesCallback(0) to "
                                   "fit (or hvdkit.keras.callbacks.BroadcastInitialState())",
-    "elastic": "Horovod's Keras elastic API is built on horovod.tensorflow (its state and retry loop); run "
-               "elastic Keras training with KERAS_BACKEND=tensorflow",
+    "elastic": "Horovod's Keras elastic API is built on horovod.tensorflow (its state and retry loop); on "
+               "Keras's torch backend use hvdkit.keras.fit_elastic, or run Horovod's API with "
+               "KERAS_BACKEND=tensorflow",
 }
 
 globals().update({_name: getattr(_hvd, _name) for _name in _REEXPORTED})
