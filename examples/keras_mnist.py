@@ -3,7 +3,7 @@
     horovodrun -np 2 -H localhost:2 python examples/keras_mnist.py
     horovodrun -np 2 -H localhost:2 python examples/keras_mnist.py --checkpoint-dir /tmp/ckpt
 
-Same data as ``pytorch_mnist.py`` (scikit-learn's digits, or ``--npz`` for a local MNIST).
+Same data as ``pytorch_mnist.py`` (the 8x8 digits of ``data/digits.npz``, or ``--npz`` for a local MNIST).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from hvdkit.keras.callbacks import (
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--npz", help="local MNIST .npz (x_train, y_train, x_test, y_test); default: sklearn digits")
+    p.add_argument("--npz", help="local MNIST .npz (x_train, y_train, x_test, y_test); default: data/digits.npz")
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--batch-size", type=int, default=32, help="per worker")
     p.add_argument("--lr", type=float, default=0.05, help="single-worker LR; scaled by the number of workers")

@@ -3,8 +3,8 @@
     horovodrun -np 2 -H localhost:2 python examples/pytorch_mnist.py
     horovodrun -np 2 -H localhost:2 python examples/pytorch_mnist.py --npz /data/mnist.npz --epochs 3
 
-Default data: scikit-learn's 8x8 digits (1,797 images, shipped with the
-package, no download). ``--npz`` points at a local MNIST ``.npz`` with
+Default data: the 8x8 digits of ``examples/data/digits.npz`` (1,797 images,
+no download). ``--npz`` points at a local MNIST ``.npz`` with
 ``x_train, y_train, x_test, y_test`` (the layout of ``keras.datasets.mnist``).
 Rank 0 prints per-epoch loss/accuracy and the final validation accuracy.
 """
@@ -35,7 +35,7 @@ def load_data(npz: str | None, seed: int) -> tuple[TensorDataset, TensorDataset,
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--npz", help="local MNIST .npz (x_train, y_train, x_test, y_test); default: sklearn digits")
+    p.add_argument("--npz", help="local MNIST .npz (x_train, y_train, x_test, y_test); default: data/digits.npz")
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--batch-size", type=int, default=32, help="per worker")
     p.add_argument("--lr", type=float, default=0.05, help="single-worker LR; scaled by the number of workers")

@@ -3,7 +3,8 @@
 Horovod's examples download MNIST (``tf.keras.datasets.mnist.load_data``, torchvision's ``datasets.MNIST``).
 Where that is impossible (no network, no torchvision), these functions stand in with the same shapes and
 types: the real MNIST when Keras's cached ``~/.keras/datasets/mnist.npz`` (or ``$HVDKIT_MNIST_NPZ``) exists,
-else scikit-learn's bundled 8x8 digits scaled to 28x28 (1,437 training and 360 test images, so accuracies
+else the 8x8 digits of ``digits.npz`` (beside this file, or ``../data/``)
+scaled to 28x28 (1,437 training and 360 test images, so accuracies
 are not MNIST's).
 """
 
@@ -29,9 +30,10 @@ def load_data(path: str = "mnist.npz") -> tuple[tuple[np.ndarray, np.ndarray], t
     if npz is not None:
         with np.load(npz) as d:
             return (d["x_train"], d["y_train"]), (d["x_test"], d["y_test"])
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
+    here = Path(__file__).resolve().parent
+    digits = next(p for p in (here / "digits.npz", here.parent / "data" / "digits.npz") if p.is_file())
+    with np.load(digits) as d:
+        x, y = d["x"], d["y"]
     images = np.kron(x.reshape(-1, 8, 8) * (255.0 / 16.0), np.ones((3, 3)))  # 24x24
     images = np.pad(images, ((0, 0), (2, 2), (2, 2))).round().astype(np.uint8)  # 28x28, MNIST's 2-pixel margin
     order = np.random.default_rng(0).permutation(len(images))

@@ -17,8 +17,8 @@ EXAMPLES = REPO / "examples" / "horovod"
 
 
 def copy_example(tmp_path, name, shorten=()):
-    for helper in ("offline_mnist.py", name):
-        shutil.copy(EXAMPLES / helper, tmp_path / helper)
+    for helper in (EXAMPLES / "offline_mnist.py", REPO / "examples" / "data" / "digits.npz", EXAMPLES / name):
+        shutil.copy(helper, tmp_path / helper.name)
     script = tmp_path / name
     text = script.read_text()
     for old, new in shorten:
