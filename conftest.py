@@ -32,15 +32,63 @@ def pytest_addoption(parser):
                      help="also run the tests marked slow_check (scripts/slow-checks.sh passes it)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks added here
 def pytest_collection_modifyitems(config, items):
-    """Deselect (not skip) the ``slow_check`` tests unless ``--slow-checks`` is given; header and summary say so."""
-    if config.getoption("--slow-checks"):
-        return
-    slow = [item for item in items if item.get_closest_marker("slow_check")]
-    config.stash[_DESELECTED_SLOW] = [item.nodeid for item in slow]
-    if slow:
-        config.hook.pytest_deselected(items=slow)
-        items[:] = [item for item in items if not item.get_closest_marker("slow_check")]
+    """Deselect (not skip) the ``slow_check`` tests unless ``--slow-checks`` is given; header and summary say so.
+    Then group the tests for pytest-xdist (``-n``, ``--dist loadgroup``; see ``_group_for_workers``)."""
+    if not config.getoption("--slow-checks"):
+        slow = [item for item in items if item.get_closest_marker("slow_check")]
+        config.stash[_DESELECTED_SLOW] = [item.nodeid for item in slow]
+        if hasattr(config, "workeroutput"):  # an xdist worker: the controller prints the summary
+            config.workeroutput["slow_checks"] = config.stash[_DESELECTED_SLOW]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if not item.get_closest_marker("slow_check")]
+    _group_for_workers(items, reorder=hasattr(config, "workerinput"))
+
+
+def _group_for_workers(items, reorder):
+    """Mark every test with the ``xdist_group`` of everything it must run beside, in one worker process: its whole
+    module (module fixtures, shared launches), every module that uses the same session fixture of this suite
+    (a ``SharedJob`` launch, the Docker engine) and every test marked ``shares`` with that fixture's name or
+    the same resource (see setup.cfg). On workers, the largest groups come first, so that
+    the last one to start is a short one: ``horovod`` tests take about 25 s each, the others well under 1 s."""
+    parent: dict[str, str] = {}
+
+    def root(key):
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        info = getattr(item, "_fixtureinfo", None)
+        shared = [name for name, defs in (info.name2fixturedefs.items() if info else ())
+                  if defs and defs[-1].scope == "session" and defs[-1].baseid]  # baseid "": pytest's own fixtures
+        for key in shared + [m.args[0] for m in item.iter_markers("shares")]:
+            parent[root(key)] = root(module)
+    weight: dict[str, float] = {}
+    for item in items:
+        group = root(item.nodeid.split("::")[0])
+        item.add_marker(pytest.mark.xdist_group(group))
+        weight[group] = weight.get(group, 0.0) + (25.0 if item.get_closest_marker("horovod") else 0.5)
+    if reorder:
+        items.sort(key=lambda item: -weight[root(item.nodeid.split("::")[0])])  # stable: each group keeps its order
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per core, at most 4. Most tests start 2-rank jobs; part of each job's time is spent
+    waiting (process start, rendezvous, timeouts), which a second worker fills on a 2-core machine."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    return max(1, min(4, len(os.sched_getaffinity(0))))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: take the deselected slow checks from a worker, for the summary."""
+    node.config.stash[_DESELECTED_SLOW] = node.workeroutput.get("slow_checks", [])
 
 
 def pytest_report_header(config):

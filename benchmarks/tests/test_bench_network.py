@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, requires_horovod
 
-pytestmark = [requires_horovod, pytest.mark.horovod]
+# netsim puts a bridge with an address in the host namespace
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.shares("host-network")]
 
 KEYS = {"algorithm", "nodes", "link_gbit", "latency_ms", "payload_bytes", "seconds", "seconds_iqr", "bound_seconds"}
 

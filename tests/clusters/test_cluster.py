@@ -12,6 +12,9 @@ import pytest
 import yaml
 from helpers import REPO, WORKERS, requires_horovod
 
+# namespace clusters on host bridges and iptables: one at a time (and never beside a dockerd starting)
+pytestmark = pytest.mark.shares("host-network")
+
 DOCKERFILES = sorted(str(p) for p in (REPO / "docker").glob("*/Dockerfile"))
 SCRIPTS = [*sorted(str(p) for p in (REPO / "docker").glob("*.sh")),
            *sorted(str(p) for p in (REPO / "docker/base").glob("*.sh")),

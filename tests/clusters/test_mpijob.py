@@ -20,6 +20,9 @@ import pytest
 import yaml
 from helpers import REPO, requires_horovod
 
+# namespace clusters on host bridges and iptables: one at a time (and never beside a dockerd starting)
+pytestmark = pytest.mark.shares("host-network")
+
 K8S = REPO / "docker/kubernetes"
 CRD = K8S / "crd/kubeflow.org_mpijobs.yaml"
 

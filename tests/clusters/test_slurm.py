@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 from helpers import REPO, requires_horovod
 
+# namespace clusters on host bridges and iptables: one at a time (and never beside a dockerd starting)
+pytestmark = pytest.mark.shares("host-network")
+
 CLUSTER = REPO / "docker/slurm/slurm-cluster.sh"
 DRIVER = REPO / "tests/workers/slurm_driver.py"
 

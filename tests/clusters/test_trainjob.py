@@ -20,6 +20,9 @@ from test_mpijob import _jsonschema, apply_json6902, emulate, strict
 
 from hvdkit.runtime.environments import detect, mpijob, trainjob
 
+# namespace clusters on host bridges and iptables: one at a time (and never beside a dockerd starting)
+pytestmark = pytest.mark.shares("host-network")
+
 K8S = REPO / "docker/kubernetes"
 CRDS = {kind: K8S / f"crd/trainer.kubeflow.org_{plural}.yaml" for kind, plural in [
     ("TrainJob", "trainjobs"), ("ClusterTrainingRuntime", "clustertrainingruntimes"),

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from helpers import horovodrun, requires_horovod
 
-pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(300)]
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.timeout(300),
+              pytest.mark.shares("keras_torch_workers")]
 
 
 @pytest.fixture(scope="module", params=["tensorflow", "torch"])

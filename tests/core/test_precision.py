@@ -4,7 +4,7 @@ skipped by every rank (same steps, same loss scale, identical weights); bf16 and
 import pytest
 from helpers import horovodrun, requires_horovod, tagged_json
 
-pytestmark = [requires_horovod, pytest.mark.horovod]
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.shares("keras_torch_workers")]
 
 
 def _rows(stdout: str, tag: str) -> list[dict]:

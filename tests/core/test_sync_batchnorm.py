@@ -5,7 +5,7 @@ with and without a mask); converted models train in step."""
 import pytest
 from helpers import requires_horovod, tagged_json
 
-pytestmark = [requires_horovod, pytest.mark.horovod]
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.shares("keras_workers")]
 TOL = 5e-6  # float32 sums of 400 values; measured errors are below 1e-6
 
 

@@ -20,7 +20,8 @@ import pytest
 from docker_engine import docker_engine  # noqa: F401 - the session fixture
 from helpers import REPO
 
-pytestmark = [pytest.mark.slow]
+# a dockerd started here changes the host firewall (FORWARD policy) under the namespace clusters
+pytestmark = [pytest.mark.slow, pytest.mark.shares("host-network")]
 # The image build (a second, cold Horovod build on a fresh machine) and every test on the image are slow_check
 # tests, run by `scripts/slow-checks.sh docker`; CI keeps the checks that need no image.
 IMAGE_CHECK = pytest.mark.slow_check

@@ -9,7 +9,8 @@ import sys
 import pytest
 from helpers import REPO, WORKERS, requires_horovod, tagged_json
 
-pytestmark = [requires_horovod, pytest.mark.horovod]
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.shares("keras_workers"),
+              pytest.mark.shares("keras_torch_workers")]
 
 
 @pytest.mark.timeout(300)

@@ -24,7 +24,9 @@ from helpers import REPO, requires_horovod
 
 EXAMPLE_DIR = REPO / "examples" / "ray"
 START_TIMEOUT = 120  # seconds for a node to join; a hang fails the test instead
-pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.slow, pytest.mark.timeout(240)]
+# a Ray head binds fixed ports (the client server's 10001): one Ray cluster at a time
+pytestmark = [requires_horovod, pytest.mark.horovod, pytest.mark.slow, pytest.mark.timeout(240),
+              pytest.mark.shares("ray-head")]
 
 try:
     import ray
@@ -74,11 +76,11 @@ def _wait_for(what: str, done, timeout: float = START_TIMEOUT):
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(ray_temp_dir):
     """A head node and a second node, 2 CPUs each, no dashboard, a small object store; stopped by pid."""
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this module
     sys.path.insert(0, str(EXAMPLE_DIR))  # the example's train(), which the workers import from PYTHONPATH
-    tmp = tmp_path_factory.mktemp("ray")
+    tmp = ray_temp_dir
     # Ray's per-user state (~/.ray/auth_token, which any earlier local ray.init() leaves, turns `ray start`'s
     # token authentication on) in a HOME of the cluster's own, and none of the caller's RAY_AUTH_* variables.
     home = tmp / "home"
@@ -312,7 +314,7 @@ def _stuck_in_a_loader() -> None:
                progress=False).fit(NeverReady(), epochs=1, batch_size=4)
 
 
-def test_a_stuck_ray_executor_job_ends_with_the_hang_report(cluster, tmp_path_factory):
+def test_a_stuck_ray_executor_job_ends_with_the_hang_report(cluster, ray_temp_dir):
     from hvdkit.integrations.ray import RayExecutor
 
     executor = RayExecutor(RayExecutor.create_settings(timeout_s=30), num_workers=2)
@@ -325,7 +327,7 @@ def test_a_stuck_ray_executor_job_ends_with_the_hang_report(cluster, tmp_path_fa
     finally:
         executor.shutdown()
     def summary() -> str | None:
-        logs = tmp_path_factory.getbasetemp().glob("ray*/session_*/logs/worker-*.err")
+        logs = ray_temp_dir.glob("session_*/logs/worker-*.err")
         return next((t for t in (p.read_text(errors="replace") for p in logs) if "missing from it: rank(s) 1" in t),
                     None)
 

@@ -4,6 +4,7 @@ cluster: one head node started as Ray starts one by default on a machine that ho
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -14,7 +15,8 @@ import time
 import pytest
 from helpers import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+# a Ray head binds fixed ports (the client server's 10001): one Ray cluster at a time
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240), pytest.mark.shares("ray-head")]
 try:
     import ray.train  # noqa: F401
 except ImportError:  # pragma: no cover - CI installs the ray extra
@@ -33,9 +35,9 @@ def _clean(env: dict[str, str], home) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def token_cluster(tmp_path_factory):
+def token_cluster(ray_temp_dir):
     """A head node with token authentication on (its HOME holds a token; RAY_AUTH_MODE unset): (address, token)."""
-    tmp = tmp_path_factory.mktemp("ray-auth")
+    tmp = ray_temp_dir
     node_home = tmp / "node-home"
     (node_home / ".ray").mkdir(parents=True)
     token = secrets.token_hex(32)
@@ -52,7 +54,8 @@ def token_cluster(tmp_path_factory):
             time.sleep(0.2)  # polling for the file, with a deadline
         yield (tmp / "ray_current_cluster").read_text().strip(), token, tmp
     finally:
-        os.killpg(node.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # a head that failed to start has gone already
+            os.killpg(node.pid, signal.SIGKILL)
         node.wait(timeout=30)
 
 
