@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -38,13 +39,52 @@ def horovodrun(script: str | Path, *args: str, np: int = 2, timeout: float = 240
     if not script.is_absolute():
         script = WORKERS / script
     cmd = ["horovodrun", "-np", str(np), "-H", f"localhost:{np}", *extra, sys.executable, str(script), *args]
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, start_new_session=True,
-                          cwd=cwd)
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONFAULTHANDLER": "1",
+                **(env or {})}
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,
+                          start_new_session=True, cwd=cwd) as launch:
+        try:
+            stdout, stderr = launch.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise LaunchTimeout(cmd, timeout, *_stacks_then_kill(launch)) from None
+    proc = subprocess.CompletedProcess(cmd, launch.returncode, stdout, stderr)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}"
                              f"\n--- stderr\n{proc.stderr[-6000:]}")
     return proc
+
+
+class LaunchTimeout(subprocess.TimeoutExpired):
+    """A launch that did not finish in time, with what its ranks printed, every thread's stack included."""
+
+    def __str__(self) -> str:
+        return (f"{super().__str__()}; the ranks' stacks when it was ended:\n--- stdout\n{(self.output or '')[-8000:]}"
+                f"\n--- stderr\n{(self.stderr or '')[-8000:]}")
+
+
+def _stacks_then_kill(launch: subprocess.Popen, grace: float = 15) -> tuple[str, str]:
+    """SIGABRT to every Python process under a launch that timed out (``PYTHONFAULTHANDLER=1`` makes each print
+    every thread's stack, which mpirun forwards), then the whole launch killed: a hang names where each rank
+    waited instead of ending silently."""
+    import psutil
+
+    try:
+        ranks = [p for p in psutil.Process(launch.pid).children(recursive=True) if p.name().startswith("python")]
+    except psutil.Error:
+        ranks = []
+    for rank in ranks:
+        try:
+            rank.send_signal(signal.SIGABRT)
+        except psutil.Error:
+            pass
+    try:
+        return launch.communicate(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(launch.pid, signal.SIGKILL)
+        return launch.communicate()
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # whatever of the launch outlived mpirun
+            os.killpg(launch.pid, signal.SIGKILL)
 
 
 def read_json(path: Path) -> dict:
