@@ -38,13 +38,13 @@ for s in "${sections[@]}"; do
   start=$(date +%s)
   echo "=== slow check: $s"
   case "$s" in
-    tests) python -m pytest -q -n 0 -p no:cacheprovider --slow-checks -m slow_check \
+    tests) python -m pytest -q -p no:cacheprovider --slow-checks -m slow_check \
              --ignore tests/install/test_python_versions.py --ignore tests/install/test_torch_versions.py \
              --ignore tests/docker ;;
-    docker) python -m pytest -q -n 0 -p no:cacheprovider --slow-checks tests/docker ;;
-    pythons) HVDKIT_TEST_PYTHONS="3.12 3.13" CI=true python -m pytest -q -n 0 -p no:cacheprovider --slow-checks \
+    docker) python -m pytest -q -p no:cacheprovider --slow-checks tests/docker ;;
+    pythons) HVDKIT_TEST_PYTHONS="3.12 3.13" CI=true python -m pytest -q -p no:cacheprovider --slow-checks \
                tests/install/test_python_versions.py ;;
-    torch-next) python -m pytest -q -n 0 -p no:cacheprovider --slow-checks tests/install/test_torch_versions.py ;;
+    torch-next) python -m pytest -q -p no:cacheprovider --slow-checks tests/install/test_torch_versions.py ;;
     upstream-tf) bash "$repo/scripts/upstream-tf-suite.sh" ;;
     cuda-image) bash "$repo/scripts/cuda-image-check.sh" cuda ;;
     cuda-tf-image) bash "$repo/scripts/cuda-image-check.sh" cuda-tf ;;

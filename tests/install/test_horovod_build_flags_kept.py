@@ -1,6 +1,6 @@
 """horovodrun keeps what the extensions were built with (``hvdkit/tools/build/patches/0011-launcher-keeps-the-
 extensions-build-flags.patch``): upstream's launcher imported horovod.tensorflow in a new process before every
-job only to ask whether MPI (or Gloo) was built in, 6-10 s per launch on a 2-core machine.
+job only to ask whether MPI (or Gloo) was built in: seconds per launch (docs/benchmarks.md, "Starting a job").
 """
 
 import json
