@@ -35,7 +35,7 @@ def test_key_is_stable_and_labels_variant():
 
 def test_collect_inputs_hashes_the_shipped_patches():
     got = hw.collect_inputs({})
-    assert set(got.patches) == {p.name for p in hw.PATCH_DIR.glob("*.patch")} and len(got.patches) == 11
+    assert set(got.patches) == {p.name for p in hw.PATCH_DIR.glob("*.patch")} and len(got.patches) == 13
     assert got.flags == hw.BASE_FLAGS
     with_gpu = hw.collect_inputs({"HOROVOD_GPU_OPERATIONS": "NCCL"})
     assert with_gpu.flags["HOROVOD_GPU_OPERATIONS"] == "NCCL" and with_gpu.key != got.key
@@ -127,6 +127,9 @@ def test_build_follows_the_environment_and_user_overrides():
     assert no_tf.key != base.key
     gloo_only = hw.collect_inputs({"HOROVOD_WITHOUT_MPI": "1"})
     assert "HOROVOD_WITHOUT_MPI" in gloo_only.flags
+    debug_info = hw.collect_inputs({"HOROVOD_BUILD_DEBUG_INFO": "1"})  # patch 0013: a build of its own
+    assert debug_info.flags["HOROVOD_BUILD_DEBUG_INFO"] == "1" and debug_info.key != base.key
+    assert debug_info.variant == "cpu"
 
 
 def test_preflight_needs_a_framework():

@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from hvdkit.tools.build.archive import safe_extract
 from hvdkit.compat.horovod import HOROVOD_VERSION
+from hvdkit.tools.build.archive import safe_extract
 
 SDIST_SHA256 = "92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0"
 PATCH_DIR = Path(__file__).with_name("patches")
@@ -37,6 +37,8 @@ BASE_FLAGS = {
     "HOROVOD_WITHOUT_MXNET": "1",
 }
 _PARTS = {"PYTORCH", "TENSORFLOW", "MPI", "GLOO", "MXNET"}
+# Patch 0013: debug information (-g) only when this is 1.
+BUILD_FLAG_NAMES = ("HOROVOD_BUILD_DEBUG_INFO",)
 GPU_FLAG_NAMES = ("HOROVOD_GPU_OPERATIONS", "HOROVOD_GPU_ALLREDUCE", "HOROVOD_GPU", "HOROVOD_NCCL_HOME",
                   "HOROVOD_NCCL_LINK", "HOROVOD_CUDA_HOME", "HOROVOD_BUILD_CUDA_CC_LIST")
 
@@ -127,7 +129,7 @@ def collect_inputs(environ: dict[str, str] | None = None) -> BuildInputs:
         else:
             on = present[part]
         flags[f"HOROVOD_WITH_{part}" if on else f"HOROVOD_WITHOUT_{part}"] = "1"
-    flags.update({k: env[k] for k in GPU_FLAG_NAMES if env.get(k)})
+    flags.update({k: env[k] for k in GPU_FLAG_NAMES + BUILD_FLAG_NAMES if env.get(k)})
     cuda = first_line(["nvcc", "--version"]) if flags.keys() & set(GPU_FLAG_NAMES) else None
     if cuda is not None:
         cuda = first_line(["sh", "-c", "nvcc --version | tail -n 2 | head -n 1"]) or cuda
