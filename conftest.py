@@ -1,7 +1,11 @@
 """Options and collection rules for every test folder pytest collects (tests/, benchmarks/tests/): here, at the
 repository root, so that they apply whichever folders a run names."""
 
+import json
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -32,7 +36,7 @@ def pytest_addoption(parser):
                      help="also run the tests marked slow_check (scripts/slow-checks.sh passes it)")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks added here
+@pytest.hookimpl(tryfirst=True)  # the groups are written for every collected test, before -m/-k deselect some
 def pytest_collection_modifyitems(config, items):
     """Deselect (not skip) the ``slow_check`` tests unless ``--slow-checks`` is given; header and summary say so.
     Then group the tests for pytest-xdist (``-n``, ``--dist loadgroup``; see ``_group_for_workers``)."""
@@ -44,15 +48,19 @@ def pytest_collection_modifyitems(config, items):
         if slow:
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if not item.get_closest_marker("slow_check")]
-    _group_for_workers(items, reorder=hasattr(config, "workerinput"))
+    _group_for_workers(items, config)
 
 
-def _group_for_workers(items, reorder):
-    """Mark every test with the ``xdist_group`` of everything it must run beside, in one worker process: its whole
-    module (module fixtures, shared launches), every module that uses the same session fixture of this suite
-    (a ``SharedJob`` launch, the Docker engine) and every test marked ``shares`` with that fixture's name or
-    the same resource (see setup.cfg). On workers, the largest groups come first, so that
-    the last one to start is a short one: ``horovod`` tests take about 25 s each, the others well under 1 s."""
+def _group_for_workers(items, config):
+    """Give every test the group of everything it must run beside, in one worker process: its whole module
+    (module fixtures, shared launches), every module that uses the same session fixture of this suite (a
+    ``SharedJob`` launch, the Docker engine) and every test marked ``shares`` with that fixture's name or the same
+    resource (see setup.cfg). A worker writes the groups where the controller's scheduler reads them
+    (``pytest_xdist_make_scheduler``), and runs the largest groups first, so that the last one to start is a
+    short one: ``horovod`` tests take about 25 s each, the others well under 1 s."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or "hvdkit_groups" not in workerinput:
+        return
     parent: dict[str, str] = {}
 
     def root(key):
@@ -70,10 +78,50 @@ def _group_for_workers(items, reorder):
     weight: dict[str, float] = {}
     for item in items:
         group = root(item.nodeid.split("::")[0])
-        item.add_marker(pytest.mark.xdist_group(group))
         weight[group] = weight.get(group, 0.0) + (25.0 if item.get_closest_marker("horovod") else 0.5)
-    if reorder:
-        items.sort(key=lambda item: -weight[root(item.nodeid.split("::")[0])])  # stable: each group keeps its order
+    items.sort(key=lambda item: -weight[root(item.nodeid.split("::")[0])])  # stable: each group keeps its order
+    # Every worker collects the same tests and writes the same groups; os.replace makes each write whole.
+    target = Path(workerinput["hvdkit_groups"])
+    staged = target.with_name(f"{target.name}.{workerinput['workerid']}")
+    staged.write_text(json.dumps({item.nodeid: root(item.nodeid.split("::")[0]) for item in items}))
+    os.replace(staged, target)
+
+
+_GROUPS_FILE = pytest.StashKey[Path]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist's controller: tell each worker where to write the test groups."""
+    config = node.config
+    if _GROUPS_FILE not in config.stash:
+        config.stash[_GROUPS_FILE] = Path(tempfile.mkdtemp(prefix="hvdkit-xdist-")) / "groups.json"
+    node.workerinput["hvdkit_groups"] = str(config.stash[_GROUPS_FILE])
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` (setup.cfg) with the groups the workers wrote. pytest-xdist's own loadgroup reads an
+    ``@group`` suffix it writes into ``item._nodeid``, which pytest 9.2 no longer reads, so it ran each test of a
+    group wherever it liked (two namespace clusters at once, each finding the other's leftovers)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # read once: every worker has collected (and written) before scheduling
+                self.groups = json.loads(config.stash[_GROUPS_FILE].read_text())
+            return self.groups.get(nodeid, nodeid.split("::")[0])
+
+    return GroupScheduling(config, log)
+
+
+def pytest_unconfigure(config):
+    if _GROUPS_FILE in config.stash:
+        shutil.rmtree(config.stash[_GROUPS_FILE].parent, ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)
