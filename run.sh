@@ -19,7 +19,6 @@ cd "$repo"
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 case "$cmd" in
   train) exec horovodrun -np 2 -H localhost:2 python examples/pytorch_mnist.py "$@" ;;
-  # one pytest-xdist worker per core, at most 4 (conftest.py keeps what must run together in one); -n 0: one process
-  test) exec python -m pytest -n auto "$@" ;;
+  test) exec python -m pytest "$@" ;;
   shell) exec "${SHELL:-bash}" ;;
 esac

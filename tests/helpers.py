@@ -65,26 +65,42 @@ class LaunchTimeout(subprocess.TimeoutExpired):
 def _stacks_then_kill(launch: subprocess.Popen, grace: float = 15) -> tuple[str, str]:
     """SIGABRT to every Python process under a launch that timed out (``PYTHONFAULTHANDLER=1`` makes each print
     every thread's stack, which mpirun forwards), then the whole launch killed: a hang names where each rank
-    waited instead of ending silently."""
+    waited instead of ending silently. Where gdb is installed, each rank's native threads come first: a rank
+    stuck inside Horovod's C++ (its ``init`` waiting on MPI) shows only ``basics.py`` in Python."""
     import psutil
 
     try:
         ranks = [p for p in psutil.Process(launch.pid).children(recursive=True) if p.name().startswith("python")]
     except psutil.Error:
         ranks = []
+    native = "".join(_native_stacks(rank.pid) for rank in ranks) if shutil.which("gdb") else ""
     for rank in ranks:
         try:
             rank.send_signal(signal.SIGABRT)
         except psutil.Error:
             pass
     try:
-        return launch.communicate(timeout=grace)
+        out, err = launch.communicate(timeout=grace)
     except subprocess.TimeoutExpired:
         os.killpg(launch.pid, signal.SIGKILL)
-        return launch.communicate()
+        out, err = launch.communicate()
     finally:
         with contextlib.suppress(ProcessLookupError):  # whatever of the launch outlived mpirun
             os.killpg(launch.pid, signal.SIGKILL)
+    return out, (err or "") + native
+
+
+def _native_stacks(pid: int) -> str:
+    try:
+        proc = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt 20"], capture_output=True,
+                              text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return f"\n--- native stacks of pid {pid}: gdb did not finish in 60 s\n"
+    # only the threads in Horovod, MPI, PMIx or Gloo: torch and TensorFlow start dozens of idle pool threads
+    threads = re.split(r"\n(?=Thread \d+ )", proc.stdout)
+    kept = ["\n".join(line for line in t.splitlines() if line.startswith(("#", "Thread "))) for t in threads
+            if re.search(r"horovod|MPI|mpi_|ompi|opal|pmix|orte|gloo", t, re.I) and t.startswith("Thread ")]
+    return f"\n--- native stacks of pid {pid} (Horovod, MPI and Gloo threads)\n" + "\n".join(kept) + "\n"
 
 
 def read_json(path: Path) -> dict:
