@@ -101,9 +101,8 @@ def pytest_configure_node(node):
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadgroup`` (setup.cfg) with the groups the workers wrote. pytest-xdist's own loadgroup reads an
-    ``@group`` suffix it writes into ``item._nodeid``, which pytest 9.2 no longer reads, so it ran each test of a
-    group wherever it liked (two namespace clusters at once, each finding the other's leftovers)."""
+    """``--dist loadgroup`` (setup.cfg) with the groups the workers wrote: pytest-xdist's own reads an ``@group``
+    suffix it writes into ``item._nodeid``, which pytest 9.2 ignores, so it would split every group."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
