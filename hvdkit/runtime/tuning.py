@@ -84,9 +84,34 @@ def resolve_threads(threads: int | None, local_size: int,
     return threads_per_rank(local_size, env)
 
 
+# horovodrun starts Open MPI with `-mca pml ob1 -mca btl ^openib`, which keeps btl/ofi, and Open MPI 4.1's
+# btl/ofi sleeps 1 s when it closes (btl_ofi_component.c), in every MPI_Finalize, whether or not it found a
+# fabric. Without one (no device under these classes) it carries nothing, so it is left out.
+HOROVODRUN_BTL = "^openib"
+OFI_DEVICE_CLASSES = ("/sys/class/infiniband", "/sys/class/cxi")  # verbs, EFA, Omni-Path; Slingshot
+
+
+def has_ofi_fabric(classes: tuple[str, ...] = OFI_DEVICE_CLASSES) -> bool:
+    """Whether this host has a device an OFI provider other than plain TCP/UDP could use."""
+    for folder in classes:
+        try:
+            if os.listdir(folder):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def mpi_btl_default(env: MutableMapping[str, str], fabric: bool | None = None) -> dict[str, str]:
+    """``OMPI_MCA_btl`` without btl/ofi when horovodrun's own list is in force and there is no fabric."""
+    if env.get("OMPI_MCA_btl") != HOROVODRUN_BTL or (has_ofi_fabric() if fabric is None else fabric):
+        return {}
+    return {"OMPI_MCA_btl": HOROVODRUN_BTL + ",ofi"}
+
+
 def apply_runtime_defaults(environ: MutableMapping[str, str] | None = None, *, cpu: bool = True) -> dict[str, str]:
-    """Before ``hvd.init()``, set the defaults not set yet (``cpu`` adds :data:`CPU_RUNTIME_DEFAULTS`);
-    return what was set. ``HVDKIT_NO_TUNING=1`` turns this off."""
+    """Before ``hvd.init()``, set the defaults not set yet (``cpu`` adds :data:`CPU_RUNTIME_DEFAULTS`) and
+    :func:`mpi_btl_default`; return what was set. ``HVDKIT_NO_TUNING=1`` turns this off."""
     env = os.environ if environ is None else environ
     if env.get("HVDKIT_NO_TUNING") == "1":
         return {}
@@ -95,6 +120,9 @@ def apply_runtime_defaults(environ: MutableMapping[str, str] | None = None, *, c
         if name not in env:
             env[name] = value
             applied[name] = value
+    btl = mpi_btl_default(env)
+    env.update(btl)
+    applied.update(btl)
     return applied
 
 
