@@ -16,8 +16,10 @@ from hvdkit.runtime.environments import detect as detect_launcher
 from hvdkit.runtime.frameworks import TESTED, keras_backend, tested_range, untested
 from hvdkit.runtime.tuning import (
     CPU_RUNTIME_DEFAULTS,
+    HOROVODRUN_BTL,
     available_cores,
     local_size_from_env,
+    mpi_btl_default,
     runtime_defaults,
     threads_per_rank,
 )
@@ -143,6 +145,8 @@ def collect() -> Report:
         f["threads_per_rank"] = None
     f["runtime_defaults"] = {k: v for k, (v, _why) in runtime_defaults(cpu=False).items()}  # every job
     f["cpu_runtime_defaults"] = {k: v for k, (v, _why) in CPU_RUNTIME_DEFAULTS.items()}  # added when no GPU
+    # the Open MPI BTL list a horovodrun job's ranks get here (btl/ofi only where a fabric device is)
+    f["horovodrun_btl"] = mpi_btl_default({"OMPI_MCA_btl": HOROVODRUN_BTL}).get("OMPI_MCA_btl", HOROVODRUN_BTL)
     launcher = detect_launcher(cores=cores)
     f["launcher"] = {"kind": launcher.kind, "detail": launcher.detail, "uses": launcher.uses}
     if launcher.problem:

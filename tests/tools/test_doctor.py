@@ -9,6 +9,7 @@ import pytest
 from helpers import REPO, requires_horovod
 
 from hvdkit.runtime.frameworks import keras_backend
+from hvdkit.runtime.tuning import has_ofi_fabric
 
 
 @requires_horovod
@@ -33,6 +34,7 @@ def test_doctor_shows_the_build_matrix_and_exits_0():
     assert "+hvdkit.cpu." in rep["facts"]["horovod"]
     mpirun = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=30).stdout
     assert rep["facts"]["mpi"] == mpirun.strip().splitlines()[0]
+    assert rep["facts"]["horovodrun_btl"] == ("^openib" if has_ofi_fabric() else "^openib,ofi")
     assert rep["ok"] is True
     assert "Horovod build" in text and "threads per rank" in text
     assert rep["facts"]["keras_backend"].startswith(("tensorflow (supported", "torch (supported"))
