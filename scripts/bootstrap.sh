@@ -80,8 +80,8 @@ if [ ! -f "$venv/.hvdkit-lock-installed" ]; then
   grep -E '^[A-Za-z0-9]' "$lock" | grep -v '+cpu' > "$parts/index.txt" || true
   grep -E '^[A-Za-z0-9].*\+cpu' "$lock" > "$parts/torch-index.txt" || true
   quiet_pip install -q --upgrade pip >/dev/null
-  # pyspark comes as an sdist: pip builds a 450 MB wheel of it and unpacks it again at once, so the wheel is
-  # stored uncompressed (38 -> 19 s on this 2-core machine, docs/benchmarks.md "Setup"); wheels are untouched.
+  # pyspark comes as an sdist: pip builds a 450 MB wheel of it and unpacks it again at once, so that wheel is
+  # stored uncompressed, which halves its install (docs/benchmarks.md, "Setup"); wheels from the index are untouched.
   quiet_pip install -q --no-compile --no-deps --only-binary=horovod \
     --config-settings=--build-option=--compression=stored -r "$parts/index.txt"
   if [ -s "$parts/torch-index.txt" ]; then
