@@ -91,19 +91,26 @@ def agree_on_none(grads: Sequence[Any], names: Sequence[str], process_set: Any) 
     ranks have each (a variable used on some ranks only, by rank-dependent code, would leave each rank
     waiting in a different allreduce). A disagreement raises on every rank alike (they all see the same
     counts), naming the variables."""
-    size = process_set.size()
     present = [0 if g is None else 1 for g in grads]
-    counts = hvd.allreduce(tf.constant(present, tf.int32), op=hvd.Sum, process_set=process_set,
-                           name="hvdkit.tape.gradients_present")
     what = ("the gradient of a variable is None on some ranks only (it is used on some ranks only): every "
             "rank must use the same variables, or register it with register_local_source()")
     if tf.executing_eagerly():
+        size = process_set.size()
+        counts = hvd.allreduce(tf.constant(present, tf.int32), op=hvd.Sum, process_set=process_set,
+                               name="hvdkit.tape.gradients_present")
         bad = [f"{names[k]} (present on {c} of {size} ranks)" for k, c in enumerate(counts.numpy().tolist())
                if 0 < c < size]
         if bad:
             raise ValueError(f"{what}: {', '.join(bad)}")
         return list(grads)
-    # traced: the allreduces after this wait for the check, which fails the step on every rank alike
+    # Traced, the size is read when the step runs (an elastic reset changes it), and the allreduce's input
+    # depends on that read: from a constant alone, Grappler's constant folding would run the allreduce once,
+    # when the function is optimised, and keep its result. Ranks that traced before and after a reset would
+    # then reduce different tensors, and wait for each other for ever.
+    size = hvd.size_op(process_set.process_set_id)
+    counts = hvd.allreduce(tf.constant(present, tf.int32) * tf.sign(size), op=hvd.Sum, process_set=process_set,
+                           name="hvdkit.tape.gradients_present")
+    # the allreduces after this wait for the check, which fails the step on every rank alike
     disagree = tf.logical_and(counts > 0, counts < size)
     check = tf.debugging.Assert(tf.logical_not(tf.reduce_any(disagree)),
                                 [what + "; the variables:", tf.boolean_mask(tf.constant(list(names)), disagree)],
@@ -142,7 +149,8 @@ class DistributedGradientTape:
         reduce = self._hvd_tape._allreduce_grads
 
         def agreed_then_reduced(grads: list[Any], variables: list[Any], *args: Any) -> Any:
-            if process_set.size() > 1 and grads:
+            # traced under the elastic driver, the check stays in: the size may grow after a reset
+            if grads and (process_set.size() > 1 or (under_elastic_driver() and not tf.executing_eagerly())):
                 grads = agree_on_none(grads, [_name(v) for v in variables], process_set)
             return reduce(grads, variables, *args)
         self._hvd_tape._allreduce_grads = agreed_then_reduced

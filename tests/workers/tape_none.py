@@ -1,6 +1,9 @@
 """Under horovodrun -np 2: hvdkit's DistributedGradientTape when a variable's gradient is None on some ranks
 only (rank 0 uses ``b``, rank 1 does not), eagerly and in a tf.function; then the cases that must still
-work: ``b`` unused on every rank, and ``b`` registered as a local source. Prints ``RESULT {json}`` per case."""
+work: ``b`` unused on every rank, ``b`` registered as a local source, and a traced step called three times
+where rank 1 traces it again for the second and third calls and rank 0 does not (as ranks that join an
+elastic job after a reset optimise the step anew, while the others keep theirs): both must still run the
+same allreduces. Prints ``RESULT {json}`` per case."""
 
 import json
 import os
@@ -51,3 +54,18 @@ case("eager", lambda: step(use_b=rank == 0))
 case("traced", lambda: traced_step().numpy().tolist())
 case("unused_everywhere", lambda: step(use_b=False))
 case("local_source", lambda: step(use_b=rank == 0, local_b=True))
+
+
+def both_used():
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(w * w) + tf.reduce_sum(b * b)  # no constant gradient: Grappler folds none
+    return hvd.DistributedGradientTape(tape).gradient(loss, [w, b])
+
+
+def three_calls():
+    kept = tf.function(both_used)
+    functions = [kept] + [tf.function(both_used) for _ in range(2)] if rank == 1 else [kept] * 3
+    return [[g.numpy().tolist() for g in f()] for f in functions]
+
+
+case("retraced_on_rank_1", three_calls)
