@@ -5,15 +5,17 @@ Horovod's stall inspector names the stalled tensors and the ranks that did not s
 the Python code those ranks are, and it ends the job only after ``HOROVOD_STALL_SHUTDOWN_TIME_SECONDS``.
 
 Progress is a :func:`heartbeat`: the engine beats at every event, the torch optimizer after every
-gradient synchronisation, evaluation loops after every batch and hvdkit's own collectives when they return.
+gradient synchronisation, evaluation loops after every batch, hvdkit's own collectives when they return and
+TensorFlow's DistributedGradientTape when it is asked for gradients (in a tf.function, once, when traced).
 A watchdog thread (started by the adapters' ``init``) fires when this rank has not beaten for the timeout
 and it is either inside a training run (between ``on_train_begin`` and ``on_train_end``) or waiting in a
-Horovod collective. A process that never trained with hvdkit, or that has left its training loop and is
-doing other work, is never ended by it. On firing, the ranks exchange their reports with one collective
-from the watchdog thread (the training threads are blocked, Horovod's background thread is not); ranks that
-do not answer within :data:`EXCHANGE_SECONDS` are named as missing. Then every rank exits with
-:data:`EXIT_CODE`, without running ``finally`` blocks or ``atexit`` handlers: nothing saves a checkpoint
-of a stuck run, so the last good one is untouched.
+Horovod collective: one called from Python, or one that has waited in Horovod's queue for the timeout (a
+traced function's, such as a tf.function's, which no Python frame shows). A process that never trained
+with hvdkit, or that has left its training loop and is doing other work, is never ended by it. On firing,
+the ranks exchange their reports with one collective from the watchdog thread (the training threads are
+blocked, Horovod's background thread is not); ranks that do not answer within :data:`EXCHANGE_SECONDS` are
+named as missing. Then every rank exits with :data:`EXIT_CODE`, without running ``finally`` blocks or
+``atexit`` handlers: nothing saves a checkpoint of a stuck run, so the last good one is untouched.
 """
 
 from __future__ import annotations
@@ -127,24 +129,44 @@ class RankReport:
     waiting_in: str | None  # "horovod.torch.mpi_ops.allreduce 'name' float32[4, 2]", when in a collective
     where: str  # the innermost line of the user's own code on the training thread
     stacks: str = field(repr=False, default="")
+    queued_s: float | None = None  # how long the oldest tensor in Horovod's queue has waited (None: none)
 
     def line(self) -> str:
         """One line for the summary."""
         at = (f"step {self.step}, epoch {self.epoch}" if self.step is not None else
               f"after {self.optimizer_steps} optimizer steps")
         doing = f"waiting in {self.waiting_in}" if self.waiting_in else "not in a collective"
+        if self.waiting_in and self.queued_s is not None:
+            doing += f" (queued {self.queued_s:g} s ago)"
         return f"rank {self.rank} (host {self.host}, pid {self.pid}, {at}): {doing}, at {self.where}"
 
 
-def local_report(rank: int, now: float | None = None) -> RankReport:
-    """This rank's report, from the training thread's stack."""
+#: ``pending()``: the tensor that has waited longest in Horovod's queue on this process and for how many
+#: seconds, or None when none waits (a Horovod build without that query: no ``pending``).
+Pending = Callable[[], "tuple[str, float] | None"]
+
+
+def traced_collective(name: str) -> str:
+    """How a report names a collective seen only in Horovod's queue: the same text on every rank for the same
+    tensor, so the summary can say which ranks are missing from it."""
+    return f"Horovod's collective {name!r} (run by a traced function: no Python frame calls it)"
+
+
+def local_report(rank: int, now: float | None = None, pending: Pending | None = None) -> RankReport:
+    """This rank's report, from the training thread's stack (and Horovod's queue, when ``pending``)."""
     p = _progress
     frames = sys._current_frames()
     frame = frames.get(p.thread or threading.main_thread().ident or 0)
-    idle = (now if now is not None else time.monotonic()) - p.last
+    queued = pending() if pending else None
+    now = now if now is not None else time.monotonic()
+    idle = now - p.last
+    waiting_in = collective_of(frame)
+    if waiting_in is None and queued:
+        waiting_in = traced_collective(queued[0])
     return RankReport(rank=rank, host=socket.gethostname(), pid=os.getpid(), idle_s=round(idle, 1), step=p.step,
-                      epoch=p.epoch, optimizer_steps=p.optimizer_steps, waiting_in=collective_of(frame),
-                      where=user_line(frame), stacks=all_stacks())
+                      epoch=p.epoch, optimizer_steps=p.optimizer_steps, waiting_in=waiting_in,
+                      where=user_line(frame), stacks=all_stacks(),
+                      queued_s=round(queued[1], 1) if queued else None)
 
 
 def summary(reports: list[RankReport], size: int, timeout: float) -> str:
@@ -185,9 +207,11 @@ class Watchdog:
     collective); ``rank``/``size`` are read when it fires (they change under elastic training)."""
 
     def __init__(self, timeout: float, rank: Callable[[], int], size: Callable[[], int],
-                 allgather: Callable[[object, str], list[Any]], exit: Callable[[int], None] = os._exit) -> None:
+                 allgather: Callable[[object, str], list[Any]], exit: Callable[[int], None] = os._exit,
+                 pending: Pending | None = None) -> None:
         self.timeout = timeout
         self._rank, self._size, self._allgather, self._exit = rank, size, allgather, exit
+        self._pending = pending
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="hvdkit-hang-watchdog", daemon=True)
 
@@ -200,10 +224,14 @@ class Watchdog:
         self._stop.set()
 
     def stuck(self, now: float) -> bool:
-        """Whether this rank has made no progress for the timeout while training or in a collective."""
+        """Whether this rank has made no progress for the timeout while training or in a collective (one
+        called from Python, or one that has waited in Horovod's queue for the timeout)."""
         p = _progress
         if not p.last or now - p.last < self.timeout:
             return False
+        queued = self._pending() if self._pending else None
+        if queued and queued[1] >= self.timeout:
+            return True
         frame = sys._current_frames().get(p.thread or 0)
         return in_run(frame) or collective_of(frame) is not None
 
@@ -217,7 +245,7 @@ class Watchdog:
     def fire(self) -> None:
         """Report, exchange, summarise (rank 0), exit."""
         rank, size = self._rank(), self._size()
-        report = local_report(rank)
+        report = local_report(rank, pending=self._pending)
         sys.stderr.write(f"hvdkit: rank {rank} made no progress for {report.idle_s:g} s: {report.line()}\n")
         sys.stderr.flush()
         reports = self._gather(asdict(report), "hvdkit.hang_report", size)
@@ -251,9 +279,10 @@ _watchdog: Watchdog | None = None
 
 
 def start(rank: Callable[[], int], size: Callable[[], int],
-          allgather: Callable[[object, str], list[Any]]) -> Watchdog | None:
+          allgather: Callable[[object, str], list[Any]], pending: Pending | None = None) -> Watchdog | None:
     """Start this process's watchdog once (``init`` may run again under elastic training); ``allgather(obj,
-    name)`` is the framework's object allgather. None when ``HVDKIT_HANG_TIMEOUT`` is 0."""
+    name)`` is the framework's object allgather; ``pending`` reads Horovod's queue. None when
+    ``HVDKIT_HANG_TIMEOUT`` is 0."""
     global _watchdog
     if _progress.last:
         heartbeat(thread=False)  # a re-init (elastic reset) is progress
@@ -262,6 +291,6 @@ def start(rank: Callable[[], int], size: Callable[[], int],
     timeout = read_timeout()
     if timeout <= 0:
         return None
-    _watchdog = Watchdog(timeout, rank, size, allgather)
+    _watchdog = Watchdog(timeout, rank, size, allgather, pending=pending)
     _watchdog.start()
     return _watchdog

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Callable, Mapping
 from types import ModuleType
@@ -35,7 +36,26 @@ def start_horovod(hvd: ModuleType, *, comm: Any, process_sets: Any, threads: int
     apply_runtime_defaults(cpu=on_cpu())
     check_env()  # Horovod would take a bad value silently
     hvd.init(comm=comm, process_sets=process_sets)
-    hang_report.start(hvd.rank, hvd.size, lambda obj, name: hvd.allgather_object(obj, name=name))
+    hang_report.start(hvd.rank, hvd.size, lambda obj, name: hvd.allgather_object(obj, name=name),
+                      pending=oldest_pending_reader(hvd))
     n = resolve_threads(threads, hvd.local_size())
     if n is not None:
         set_threads(n)
+
+
+def oldest_pending_reader(hvd: ModuleType) -> Callable[[], tuple[str, float] | None] | None:
+    """A function that returns the tensor that has waited longest in Horovod's queue on this process and for
+    how many seconds (None when none waits), from the query hvdkit's Horovod build adds
+    (``horovod_oldest_pending_tensor``); None for a Horovod build without it."""
+    basics = getattr(getattr(hvd, "mpi_ops", None), "_basics", None)
+    query = getattr(getattr(basics, "MPI_LIB_CTYPES", None), "horovod_oldest_pending_tensor", None)
+    if query is None:
+        return None
+    query.restype = ctypes.c_double
+    query.argtypes = [ctypes.c_char_p, ctypes.c_int]
+
+    def read() -> tuple[str, float] | None:
+        name = ctypes.create_string_buffer(512)
+        seconds = query(name, len(name))
+        return (name.value.decode(errors="replace"), seconds) if seconds >= 0 else None
+    return read

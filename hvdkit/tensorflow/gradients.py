@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from hvdkit.core.collectives import resolve_reduction
 from hvdkit.core.comm import under_elastic_driver
+from hvdkit.core.hang_report import heartbeat
 from hvdkit.tensorflow.variables import to_tf_variable
 
 _XLA_MESSAGE = (
@@ -166,6 +167,7 @@ class DistributedGradientTape:
         variables (a branch taken on some ranks) still reduce the same tensors."""
         if in_xla_context():
             raise RuntimeError(_XLA_MESSAGE)
+        heartbeat()  # a step, or (traced) training has begun: the hang report may watch this rank
         zero = _unconnected_is_zero(unconnected_gradients)
         flat = [_tf_source(s) for s in tf.nest.flatten(sources)]
         if not zero:

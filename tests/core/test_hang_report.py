@@ -106,6 +106,30 @@ def test_a_rank_is_stuck_only_inside_its_training_loop(monkeypatch):
     assert not dog.stuck(time.monotonic())
 
 
+def test_a_collective_waiting_in_horovods_queue_for_the_timeout_is_a_hang_once_training_began(monkeypatch):
+    """Outside a run and with no Horovod frame on the stack (a tf.function's collective), the queue decides: a
+    tensor queued for the timeout with no progress since is a hang; a younger one, or a process that never
+    trained (rank 1 waiting while rank 0 prepares data at start-up), is not."""
+    progress = hang_report._Progress(thread=threading.get_ident())
+    monkeypatch.setattr(hang_report, "_progress", progress)
+    queued = {"age": 12.0}
+    dog = hang_report.Watchdog(10, lambda: 0, lambda: 1, lambda obj, name: [obj],
+                               pending=lambda: ("step/HorovodAllreduce_grad_0", queued["age"]))
+    now = time.monotonic()
+    assert not dog.stuck(now)  # never beat
+    progress.last = now - 11
+    assert dog.stuck(now)
+    queued["age"] = 9.0
+    assert not dog.stuck(now)
+    progress.last = now - 1
+    queued["age"] = 12.0
+    assert not dog.stuck(now)  # progress since
+    report = hang_report.local_report(0, now, pending=dog._pending)
+    assert report.waiting_in == ("Horovod's collective 'step/HorovodAllreduce_grad_0' (run by a traced function: "
+                                 "no Python frame calls it)")
+    assert "(queued 12 s ago)" in report.line()
+
+
 def test_the_summary_names_the_ranks_missing_from_each_collective():
     def report(rank, waiting):
         return hang_report.RankReport(rank=rank, host="h", pid=1, idle_s=6, step=3, epoch=0, optimizer_steps=3,
@@ -114,3 +138,27 @@ def test_the_summary_names_the_ranks_missing_from_each_collective():
     assert "rank(s) 0, 2 wait in allreduce 'a'; missing from it: rank(s) 1, 3" in text
     assert "rank 1 (host h, pid 1, step 3, epoch 0): not in a collective, at train.py:11 in main" in text
     assert "rank 3: no report within 20 s" in text
+
+
+@pytest.mark.horovod
+@pytest.mark.timeout(200)
+@pytest.mark.skipif(not have_horovod("tensorflow"), reason="needs Horovod's TensorFlow build")
+def test_a_hang_inside_traced_functions_is_reported_from_horovods_queue():
+    """The ranks wait in collectives that tf.functions run, which no Python frame shows: the report names each
+    rank's collective from Horovod's queue, the ranks missing from it, and each rank's line."""
+    proc = horovodrun("hang_traced.py", timeout=150, check=False, env={"HVDKIT_HANG_TIMEOUT": str(TIMEOUT)})
+    err = proc.stderr + proc.stdout
+    assert proc.returncode != 0 and "not reached" not in proc.stdout, err[-4000:]
+    assert f"no training progress for {TIMEOUT} s (HVDKIT_HANG_TIMEOUT={TIMEOUT})" in err, err[-4000:]
+    metric = re.search(r"rank\(s\) 0 wait in Horovod's collective '([^']*mean_metric[^']*)' \(run by a traced "
+                       r"function: no Python frame calls it\); missing from it: rank\(s\) 1", err)
+    assert metric, err[-4000:]
+    # the tape's first allreduce (the gradients-present count), or one of its gradients'
+    assert re.search(r"rank\(s\) 1 wait in Horovod's collective '(hvdkit\.tape\.gradients_present|[^']*"
+                     r"DistributedGradientTape[^']*)' .*; missing from it: rank\(s\) 0", err), err[-4000:]
+    assert "the ranks wait in different collectives" in err
+    lines = (WORKERS / "hang_traced.py").read_text().splitlines()
+    for rank in (0, 1):
+        guilty = next(i for i, line in enumerate(lines, 1) if f"GUILTY: rank {rank}" in line)
+        assert f"hang_traced.py:{guilty} in <module>" in rank_line(err, rank), err[-4000:]
+        assert re.search(r"\(queued \d+(\.\d)? s ago\)", rank_line(err, rank)), rank_line(err, rank)

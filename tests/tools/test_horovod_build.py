@@ -35,7 +35,7 @@ def test_key_is_stable_and_labels_variant():
 
 def test_collect_inputs_hashes_the_shipped_patches():
     got = hw.collect_inputs({})
-    assert set(got.patches) == {p.name for p in hw.PATCH_DIR.glob("*.patch")} and len(got.patches) == 13
+    assert set(got.patches) == {p.name for p in hw.PATCH_DIR.glob("*.patch")} and len(got.patches) == 14
     assert got.flags == hw.BASE_FLAGS
     with_gpu = hw.collect_inputs({"HOROVOD_GPU_OPERATIONS": "NCCL"})
     assert with_gpu.flags["HOROVOD_GPU_OPERATIONS"] == "NCCL" and with_gpu.key != got.key
