@@ -37,8 +37,10 @@ def nonfinite_flags(grads: list[Any], process_set: Any, name: str) -> Any:
     """Which ranks' own ``grads`` are not finite: a flag per rank, summed over ``process_set`` (every step,
     outside any branch, so every rank runs the same collectives)."""
     local_bad = tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
-    return hvd.allreduce(tf.one_hot(hvd.rank(), hvd.size()) * local_bad, op=hvd.Sum, name=name,
-                         process_set=process_set)
+    # Traced, rank and size are read when the step runs: Keras keeps its train function across an elastic
+    # reset, and ranks that join trace it at the new size (flags of another length: Horovod refuses them).
+    rank, size = (hvd.rank(), hvd.size()) if tf.executing_eagerly() else (hvd.rank_op(), hvd.size_op())
+    return hvd.allreduce(tf.one_hot(rank, size) * local_bad, op=hvd.Sum, name=name, process_set=process_set)
 
 
 def flags_verdict(flags: Any, reduced: list[Any]) -> tuple[Any, Any]:

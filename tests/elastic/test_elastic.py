@@ -33,13 +33,14 @@ KERAS_IN_CI = pytest.mark.parametrize(
 
 
 def elastic_run(tmp_path, worker, *args, timeout=300, min_np=1, elastic_timeout=60, expect_ok=True,
-                keras_backend="tensorflow"):
+                keras_backend="tensorflow", hosts=("localhost", "127.0.0.1"), np=2, max_np=None):
     results = tmp_path / "results"
     results.mkdir(parents=True, exist_ok=True)
-    hosts_file, script = write_discovery(tmp_path / "disc")
-    cmd = command(2, min_np, script, [sys.executable, str(WORKERS / worker), "--results", str(results),
-                                 "--hosts-file", str(hosts_file), "--batch", str(BATCH), "--samples", str(N),
-                                 "--commit-every", str(COMMIT), *args])
+    hosts_file, script = write_discovery(tmp_path / "disc", hosts=hosts)
+    cmd = command(np, min_np, script, [sys.executable, str(WORKERS / worker), "--results", str(results),
+                                  "--hosts-file", str(hosts_file), "--batch", str(BATCH), "--samples", str(N),
+                                  "--commit-every", str(COMMIT), *args],
+                  extra=["--max-np", str(max_np)] if max_np else None)  # the last --max-np counts
     env = {**os.environ, "PYTHONPATH": str(REPO), "HOROVOD_ELASTIC_TIMEOUT": str(elastic_timeout),
            "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": keras_backend or "tensorflow"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, start_new_session=True)
@@ -104,6 +105,24 @@ def test_host_removed_and_added_back_world_2_1_2_with_lr_following(tmp_path, wor
         assert s["lr"] == pytest.approx(expected, rel=1e-9 if worker.startswith("torch") else 1e-6), s  # Keras: f32
     assert summary["final_epoch"] == 12
     print(f"{worker}: recovery times (host change noticed -> first step after reset): {summary['recovery_seconds']} s")
+
+
+def test_a_host_added_to_a_one_worker_keras_job_joins_it_world_1_2(tmp_path):
+    """The job starts on one worker and a host is added: the worker keeps the train step Keras traced at size 1,
+    the new one traces it at size 2, and both must still run the same collectives (the non-finite flags have
+    one entry per rank, read when the step runs). They then train in lockstep to the end."""
+    summary, steps, _proc = elastic_run(tmp_path, "keras_elastic.py", "--epochs", "6", "--add-at-step", "6",
+                                        hosts=("localhost",), np=1, max_np=2, timeout=150)
+    assert summary["events"]["added_at"] == 6 and summary["final_epoch"] == 6, summary
+    rank0 = sorted((s for s in steps if s["rank"] == 0), key=lambda s: s["step"])
+    seq = [s["size"] for s in rank0]
+    assert [seq[0]] + [b for a, b in itertools.pairwise(seq) if a != b] == [1, 2], seq
+    at_two = [s for s in steps if s["size"] == 2]
+    by_step = {}
+    for s in at_two:
+        by_step.setdefault(s["step"], set()).add(s["weights"])
+    assert by_step and all(len(digests) == 1 for digests in by_step.values()), by_step  # ranks identical
+    assert Counter(s["rank"] for s in at_two) == {0: len(by_step), 1: len(by_step)}
 
 
 @KERAS_IN_CI

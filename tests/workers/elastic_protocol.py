@@ -35,6 +35,8 @@ def parse_args():
     p.add_argument("--hosts-file")
     p.add_argument("--remove-at-step", type=int, default=-1, help="rank 0 removes 127.0.0.1 from the hosts file")
     p.add_argument("--add-back", action="store_true", help="after the removal, rank 0 puts the host back and waits")
+    p.add_argument("--add-at-step", type=int, default=-1,
+                   help="rank 0 of a one-worker job adds 127.0.0.1 to the hosts file at this global step")
     p.add_argument("--checkpoint-dir")
     p.add_argument("--step-seconds", type=float, default=0,
                    help="each step takes at least this long and rank 0 prints '[step] N size S' (for tests that "
@@ -64,6 +66,11 @@ class StepProtocol:
                 f.write("localhost:1\n")
             events["removed_at"] = step
             events["waiting_for"] = 1
+        if rank == 0 and step == args.add_at_step and size == 1:
+            with open(args.hosts_file, "w") as f:
+                f.write("localhost:1\n127.0.0.1:1\n")
+            events["added_at"] = step
+            events["waiting_for"] = 2
         # Horovod's driver polls the discovery script about once a second and the change lands at
         # the next commit: while a requested change is pending, rank 0 slows its steps (bounded by
         # the number of steps left) so that the run does not end first.
