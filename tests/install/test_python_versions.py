@@ -52,7 +52,9 @@ def _run(cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.Comp
 def test_horovod_builds_and_a_two_process_job_runs(version, tmp_path):
     py = _interpreter(version)
     lock = (REPO / "requirements" / "cpu.lock").read_text()
-    pins = [line for line in lock.splitlines() if re.match(r"^[A-Za-z0-9]", line) and "+cpu" not in line]
+    # pyspark comes only as a 450 MB sdist, and nothing here uses Spark (its tests run on CI's 3.11)
+    pins = [line for line in lock.splitlines() if re.match(r"^[A-Za-z0-9]", line) and "+cpu" not in line
+            and not line.startswith("pyspark==")]
     key = hashlib.sha256(lock.encode()).hexdigest()[:12]
     venv = cache_root() / "test-venvs" / f"py{version.replace('.', '')}-{key}-no-torch"
     env = _isolated_env(PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2", HVDKIT_CACHE_DIR=str(cache_root()))
@@ -61,7 +63,8 @@ def test_horovod_builds_and_a_two_process_job_runs(version, tmp_path):
         _run([py, "-m", "venv", "--clear", str(venv)], env, 300)
         req = tmp_path / "pins.txt"
         req.write_text("\n".join(pins) + "\n")
-        _run([vpy, "-m", "pip", "install", "-q", "--no-deps", "--only-binary=:all:", "-r", str(req)], env, 1500)
+        # wheels where they exist: some pins publish only an sdist (python-hostlist)
+        _run([vpy, "-m", "pip", "install", "-q", "--no-deps", "--prefer-binary", "-r", str(req)], env, 1500)
         (venv / ".installed").touch()
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
     env["VIRTUAL_ENV"] = str(venv)
