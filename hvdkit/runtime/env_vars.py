@@ -56,6 +56,8 @@ ENV_VARS: dict[str, tuple[Callable[[str], bool], str, str]] = {
     "HVDKIT_CHECKPOINT_WAIT": (_number(0, strict=False), "a number of seconds >= 0", "600"),
     "HVDKIT_STOP_GRACE": (_number(0, strict=False), "a number of seconds >= 0", "30"),
     "HVDKIT_HANG_TIMEOUT": (_number(0, strict=False), "a number of seconds >= 0 (0: no hang report)", "300"),
+    "HVDKIT_START_TIMEOUT": (_number(0, strict=False), "a number of seconds >= 0 (0: wait in init for ever)",
+                             "600"),
     "HVDKIT_SRUN_ARGS": (_parses(shlex.split), "srun options as a shell would split them (balanced quotes)",
                          "--exclusive"),
 }

@@ -31,11 +31,15 @@ def start_horovod(hvd: ModuleType, *, comm: Any, process_sets: Any, threads: int
     for name, version in versions.items():
         if version is not None:
             warn_if_untested(name, version)
-    prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
+    launcher = prepare_process()  # launcher context: SLURM_* -> Horovod's Gloo variables under hvdkit slurm-gloo
     timeline_env(timeline)
     apply_runtime_defaults(cpu=on_cpu())
     check_env()  # Horovod would take a bad value silently
-    hvd.init(comm=comm, process_sets=process_sets)
+    watch = hang_report.StartWatch(launcher.detail)
+    try:
+        hvd.init(comm=comm, process_sets=process_sets)
+    finally:
+        watch.done()
     hang_report.start(hvd.rank, hvd.size, lambda obj, name: hvd.allgather_object(obj, name=name),
                       pending=oldest_pending_reader(hvd))
     n = resolve_threads(threads, hvd.local_size())
