@@ -96,6 +96,7 @@ class Engine:
                 "with fit_elastic (hvdkit.torch.fit_elastic, hvdkit.keras.fit_elastic), which commits and restores "
                 "state when workers leave or join; fit would start from unsynchronised weights and die with "
                 "the first lost worker")
+        hang_report.set_in_run(True)  # before the agreement: a rank that never reaches it is a hang
         if not s.elastic:  # under the elastic loop every worker derives the steps from one formula
             self.check_ranks_agree({"epochs": epochs, "steps per epoch": steps_per_epoch, **(agree or {})})
         s.epochs = epochs
@@ -108,7 +109,6 @@ class Engine:
             # Checkpoint.resume_epoch) already holds its target LR.
             self.set_lr_target(s.ops.get_lr(), s.comm.size)
         s.stop_training = False
-        hang_report.set_in_run(True)
         self.fire(Event.TRAIN_BEGIN)  # a Checkpoint callback may restore epoch/step/target_lr here
 
     def epoch_begin(self, epoch: int | None = None) -> None:

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from types import FrameType
 from typing import Any
 
-from hvdkit.core.stack_inspection import all_stacks, collective_of, frames_of, user_line
+from hvdkit.core.stack_inspection import all_stacks, collective_of, frames_of, is_users, user_line
 
 #: The exit status of a job the hang report ended (``timeout``'s convention for "ran out of time").
 EXIT_CODE = 124
@@ -50,7 +50,8 @@ class _Progress:
     epoch: int | None = None
     thread: int | None = None  # the thread that trains (the main thread, or a Ray actor's worker thread)
     optimizer_steps: int = 0  # for loops without hvdkit's engine (hk.distribute), which know no step
-    run_stack: frozenset[tuple[int, Any]] = frozenset()  # (id, code) of the frames that began the run
+    run_stack: tuple[tuple[int, Any], ...] = ()  # (id, code) of the frames that began the run, outermost first
+    run_user: int = -1  # the index in run_stack of the innermost frame of the user's own code (-1: none)
     loop: tuple[int, Any] | None = None  # the run's loop frame, once a step has begun inside it
 
 
@@ -74,7 +75,7 @@ def heartbeat(step: int | None = None, epoch: int | None = None, *, thread: bool
         p.loop = _loop_frame(sys._getframe(1), p.run_stack)
 
 
-def _loop_frame(frame: FrameType | None, run_stack: frozenset[tuple[int, Any]]) -> tuple[int, Any] | None:
+def _loop_frame(frame: FrameType | None, run_stack: tuple[tuple[int, Any], ...]) -> tuple[int, Any] | None:
     """The innermost frame both the run's beginning and a step's beginning were called from: the loop that
     runs the steps (``Trainer.fit``, Keras's ``fit``, the elastic loop)."""
     while frame is not None:
@@ -97,15 +98,25 @@ def set_in_run(active: bool) -> None:
     exception Keras does not report (``on_train_end`` is not called) must not leave an idle process to be
     ended later."""
     p = _progress
-    p.run_stack = frozenset((id(f), f.f_code) for f in frames_of(sys._getframe(1))) if active else frozenset()
+    frames = frames_of(sys._getframe(1)) if active else []
+    p.run_stack = tuple((id(f), f.f_code) for f in frames)
+    p.run_user = max((i for i, f in enumerate(frames) if is_users(f)), default=-1)
     p.loop = None
     heartbeat()
 
 
 def in_run(frame: FrameType | None) -> bool:
-    """Whether ``frame``'s stack (the training thread's) is inside the run's loop."""
-    loop = _progress.loop
-    while loop is not None and frame is not None:
+    """Whether ``frame``'s stack (the training thread's) is inside the run's loop. Before the first step (a
+    data loader stuck on the first batch) that loop is not known yet: then the library call the user's code
+    made to train (``fit``) must still be running, i.e. the stack still holds the frames that began the run,
+    down to at least one below the user's innermost one."""
+    p = _progress
+    if p.loop is None:
+        here = [(id(f), f.f_code) for f in frames_of(frame)]
+        alive = next((i for i, (a, b) in enumerate(zip(p.run_stack, here)) if a != b), min(len(p.run_stack), len(here)))
+        return p.run_user >= 0 and alive > p.run_user + 1
+    loop = p.loop
+    while frame is not None:
         if (id(frame), frame.f_code) == loop:
             return True
         frame = frame.f_back

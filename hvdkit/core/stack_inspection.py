@@ -40,6 +40,11 @@ def _is_library(filename: str) -> bool:
     return path.startswith(_LIBRARY) or path.startswith(_HVDKIT) or filename.startswith("<")
 
 
+def is_users(frame: FrameType) -> bool:
+    """Whether ``frame`` runs the user's own code (not Python's, an installed package's or hvdkit's)."""
+    return not _is_library(frame.f_code.co_filename)
+
+
 def frames_of(frame: FrameType | None) -> list[FrameType]:
     """Outermost first."""
     out = []
@@ -102,7 +107,7 @@ def user_line(frame: FrameType | None) -> str:
     """``file:line in function`` of the innermost frame of the user's own code (not Python's, a library's
     or hvdkit's); the innermost frame when every frame is a library's."""
     frames = frames_of(frame)
-    mine = [f for f in frames if not _is_library(f.f_code.co_filename)] or frames[-1:]
+    mine = [f for f in frames if is_users(f)] or frames[-1:]
     if not mine:
         return "unknown"
     f = mine[-1]
