@@ -16,6 +16,9 @@ the ranks exchange their reports with one collective from the watchdog thread (t
 blocked, Horovod's background thread is not); ranks that do not answer within :data:`EXCHANGE_SECONDS` are
 named as missing. Then every rank exits with :data:`EXIT_CODE`, without running ``finally`` blocks or
 ``atexit`` handlers: nothing saves a checkpoint of a stuck run, so the last good one is untouched.
+
+Before all that, :class:`StartWatch` ends a process that has waited in Horovod's ``init`` for
+``HVDKIT_START_TIMEOUT`` seconds.
 """
 
 from __future__ import annotations
@@ -112,8 +115,11 @@ def in_run(frame: FrameType | None) -> bool:
     down to at least one below the user's innermost one."""
     p = _progress
     if p.loop is None:
-        here = [(id(f), f.f_code) for f in frames_of(frame)]
-        alive = next((i for i, (a, b) in enumerate(zip(p.run_stack, here)) if a != b), min(len(p.run_stack), len(here)))
+        alive = 0  # how many of the frames that began the run, outermost first, are still running
+        for began, now in zip(p.run_stack, ((id(f), f.f_code) for f in frames_of(frame))):
+            if began != now:
+                break
+            alive += 1
         return p.run_user >= 0 and alive > p.run_user + 1
     loop = p.loop
     while frame is not None:
