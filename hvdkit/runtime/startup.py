@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Any
 
 from hvdkit.core import hang_report
+from hvdkit.core.start_watch import StartWatch
 from hvdkit.runtime.env_vars import check_env
 from hvdkit.runtime.environments import prepare_process
 from hvdkit.runtime.frameworks import warn_if_untested
@@ -35,7 +36,7 @@ def start_horovod(hvd: ModuleType, *, comm: Any, process_sets: Any, threads: int
     timeline_env(timeline)
     apply_runtime_defaults(cpu=on_cpu())
     check_env()  # Horovod would take a bad value silently
-    watch = hang_report.StartWatch(launcher.detail)
+    watch = StartWatch(launcher.detail)
     try:
         hvd.init(comm=comm, process_sets=process_sets)
     finally:

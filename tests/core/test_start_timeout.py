@@ -8,7 +8,7 @@ import time
 import pytest
 from helpers import WORKERS, have_horovod, horovodrun
 
-from hvdkit.core import hang_report
+from hvdkit.core import hang_report, start_watch
 from hvdkit.runtime.env_vars import check_env
 
 TIMEOUT = 5
@@ -50,7 +50,7 @@ def test_the_watch_ends_the_process_with_a_message_when_init_does_not_return(cap
         exited.append(code)
         fired.set()
 
-    hang_report.StartWatch("rank 3 of 4", timeout=0.2, exit=fake_exit)
+    start_watch.StartWatch("rank 3 of 4", timeout=0.2, exit=fake_exit)
     assert fired.wait(30)  # this thread stands for one blocked in init
     assert exited == [hang_report.EXIT_CODE]
     err = capsys.readouterr().err
@@ -61,15 +61,15 @@ def test_the_watch_ends_the_process_with_a_message_when_init_does_not_return(cap
 
 def test_an_init_that_returns_in_time_stops_the_watch():
     exited: list[int] = []
-    watch = hang_report.StartWatch("rank 0 of 2", timeout=0.2, exit=exited.append)
+    watch = start_watch.StartWatch("rank 0 of 2", timeout=0.2, exit=exited.append)
     watch.done()  # joins the thread: a watch that went on would exit after 0.2 s
     assert not watch._thread.is_alive() and exited == []
-    off = hang_report.StartWatch("rank 0 of 2", timeout=0, exit=exited.append)
+    off = start_watch.StartWatch("rank 0 of 2", timeout=0, exit=exited.append)
     assert not off._thread.is_alive() and off.timeout == 0
 
 
 def test_a_bad_start_timeout_is_refused_naming_the_variable():
     with pytest.raises(ValueError, match=r"HVDKIT_START_TIMEOUT must be a number of seconds >= 0.*got 'soon'"):
         check_env({"HVDKIT_START_TIMEOUT": "soon"})
-    assert hang_report.read_timeout({"HVDKIT_START_TIMEOUT": "0"}, hang_report.START_ENV) == 0
-    assert hang_report.read_timeout({}, hang_report.START_ENV, hang_report.DEFAULT_START_TIMEOUT) == 600
+    assert hang_report.read_timeout({"HVDKIT_START_TIMEOUT": "0"}, start_watch.START_ENV) == 0
+    assert hang_report.read_timeout({}, start_watch.START_ENV, start_watch.DEFAULT_START_TIMEOUT) == 600
