@@ -19,13 +19,16 @@ from hvdkit.runtime.tuning import apply_runtime_defaults, check_comm, check_thre
 
 def start_horovod(hvd: ModuleType, *, comm: Any, process_sets: Any, threads: int | None,
                   timeline: str | os.PathLike[str] | None, versions: Mapping[str, str | None],
-                  on_cpu: Callable[[], bool], set_threads: Callable[[int], None]) -> None:
+                  on_cpu: Callable[[], bool], set_threads: Callable[[int], None],
+                  allgather_object: Callable[[object, str], list[Any]] | None = None) -> None:
     """Initialise Horovod's ``hvd`` module for this process.
 
     ``versions``: the framework versions to check against the tested range (None: not installed).
     ``on_cpu()``: whether this process trains on the CPU, asked before the framework starts its runtime.
     ``set_threads(n)``: set the framework's intra-op threads to the per-rank share
     (:func:`hvdkit.runtime.tuning.resolve_threads`).
+    ``allgather_object(obj, name)``: what the hang report exchanges its reports with, from its own thread
+    (default: Horovod's ``allgather_object``).
     """
     check_threads(threads)
     check_comm(comm)
@@ -41,7 +44,7 @@ def start_horovod(hvd: ModuleType, *, comm: Any, process_sets: Any, threads: int
         hvd.init(comm=comm, process_sets=process_sets)
     finally:
         watch.done()
-    hang_report.start(hvd.rank, hvd.size, lambda obj, name: hvd.allgather_object(obj, name=name),
+    hang_report.start(hvd.rank, hvd.size, allgather_object or (lambda obj, name: hvd.allgather_object(obj, name=name)),
                       pending=oldest_pending_reader(hvd))
     n = resolve_threads(threads, hvd.local_size())
     if n is not None:

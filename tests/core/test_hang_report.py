@@ -191,3 +191,20 @@ def test_a_rank_stuck_on_its_first_batch_in_keras_fit_says_where():
     assert "missing from it: rank(s) 1" in err, err[-4000:]
     assert f"not in a collective, at {WORKERS / 'hang_keras.py'}:{guilty_line('first_batch', 'hang_keras.py')} in " \
         "__getitem__" in rank_line(err, 1), err[-4000:]
+
+
+@pytest.mark.horovod
+@pytest.mark.timeout(200)
+@pytest.mark.skipif(not have_horovod("tensorflow"), reason="needs Horovod's TensorFlow build")
+def test_ranks_waiting_in_eager_tensorflow_collectives_still_exchange_their_reports():
+    """Eager Horovod ops reach Horovod under one name: the report's exchange, run eagerly from its own thread,
+    failed or paired with the other rank's stuck collective, and rank 0's summary lacked rank 1's line."""
+    proc = horovodrun("hang_eager_tf.py", timeout=150, check=False, env={"HVDKIT_HANG_TIMEOUT": str(TIMEOUT)})
+    err = proc.stderr + proc.stdout
+    assert proc.returncode != 0 and "not reached" not in proc.stdout, err[-4000:]
+    assert "exchange failed" not in err, err[-4000:]
+    for rank, tensor in ((0, "'gathered_loss' float32[1]"), (1, "'averaged_w' float32[2]")):
+        line = rank_line(err, rank)
+        assert tensor in line and f"hang_eager_tf.py:{guilty_line(f'rank {rank}', 'hang_eager_tf.py')} in " in line, \
+            err[-4000:]
+    assert "the ranks wait in different collectives" in err, err[-4000:]
