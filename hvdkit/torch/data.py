@@ -12,7 +12,7 @@ from typing import Any
 import horovod.torch as hvd
 import numpy as np
 import torch
-from torch.utils.data import Dataset, Sampler, Subset
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 from torch.utils.data.distributed import DistributedSampler
 
 from hvdkit.core.deprecation import reject_unknown, renamed_kwarg, warn_renamed
@@ -78,6 +78,22 @@ def shard_sampler(dataset: Dataset, *, shuffle: bool = True, seed: int = 0, drop
         return _EvalShards(dataset)
     return DistributedSampler(dataset, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=shuffle, seed=seed,
                               drop_last=drop_last)
+
+
+def training_loader(data: Any, batch_size: int | None, *, shuffle: bool, seed: int, drop_last: bool) -> DataLoader:
+    """``data`` as the Trainer's DataLoader: a DataLoader as given (the caller sharded it), or a Dataset
+    sharded over ranks with :func:`shard_sampler` in batches of ``batch_size`` per rank."""
+    if isinstance(data, DataLoader):
+        if len(data) == 0:
+            raise ValueError("train_data must give at least one batch, got a DataLoader with none")
+        return data
+    if not isinstance(data, Dataset) or not isinstance(data, Sized):
+        raise TypeError(f"train_data must be a torch Dataset with a length or a DataLoader, got {type(data).__name__}")
+    if len(data) == 0:
+        raise ValueError("train_data must hold at least one sample, got an empty Dataset")
+    check_int("batch_size", batch_size, minimum=1)
+    return DataLoader(data, batch_size=batch_size, sampler=shard_sampler(data, shuffle=shuffle, seed=seed,
+                                                                         drop_last=drop_last))
 
 
 class _EvalShards(Sampler[int]):

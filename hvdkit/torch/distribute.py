@@ -14,7 +14,7 @@ from hvdkit.core.comm import under_elastic_driver
 from hvdkit.core.deprecation import reject_unknown, renamed_kwarg
 from hvdkit.core.process_set import check_process_set
 from hvdkit.core.validation import check_int
-from hvdkit.torch.ops import broadcast_optimizer_state, broadcast_parameters, broadcast_within
+from hvdkit.torch.broadcast import broadcast_optimizer_state, broadcast_parameters, broadcast_within
 from hvdkit.torch.optimizer import torch_compatible
 
 

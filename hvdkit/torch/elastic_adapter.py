@@ -21,7 +21,7 @@ from hvdkit.core.elastic.loop import ElasticLoop
 from hvdkit.core.elastic.state import LoopCommit
 from hvdkit.core.history import History
 from hvdkit.core.types import Logs
-from hvdkit.torch.ops import broadcast_optimizer_state, broadcast_parameters
+from hvdkit.torch.broadcast import broadcast_optimizer_state, broadcast_parameters
 
 if TYPE_CHECKING:
     from hvdkit.torch.trainer import Trainer

@@ -8,32 +8,31 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sized
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import horovod.torch as hvd
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from hvdkit.callbacks.progress import ProgressBar
 from hvdkit.core.callback import Callback
 from hvdkit.core.deprecation import reject_unknown, renamed_kwarg
 from hvdkit.core.engine import Engine
-from hvdkit.core.hang_report import heartbeat
 from hvdkit.core.history import History
 from hvdkit.core.numerics import NonFiniteGuard
 from hvdkit.core.state import TrainState
 from hvdkit.core.types import Logs
 from hvdkit.core.validation import check_bool, check_int, check_number
 from hvdkit.torch.batch_means import BatchMeans
-from hvdkit.torch.data import shard_sampler
+from hvdkit.torch.data import training_loader
 from hvdkit.torch.distribute import distribute, is_distributed
+from hvdkit.torch.evaluation import Evaluation, MetricFn
 from hvdkit.torch.ops import TorchOps
 from hvdkit.torch.optimizer import torch_compatible
 from hvdkit.torch.precision import Precision, clip
 from hvdkit.torch.runtime import HorovodComm
 
-MetricFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 log = logging.getLogger("hvdkit")
 
 
@@ -110,6 +109,7 @@ class Trainer:
             if not callable(fn):
                 raise TypeError(f"metrics[{name!r}] must be callable, got {fn!r}")
         self.comm = HorovodComm()
+        self._evaluation = Evaluation(model, loss_fn, self.metrics, self.precision, self.device, self.comm)
         callbacks = list(callbacks)
         if progress is not None:
             check_bool("progress", progress)
@@ -123,56 +123,9 @@ class Trainer:
         """The engine's training state (epoch, step, LR, logs, history)."""
         return self.engine.state
 
-    def _loader(self, data: Any, batch_size: int | None, shuffle: bool, seed: int, drop_last: bool) -> DataLoader:
-        if isinstance(data, DataLoader):
-            if len(data) == 0:
-                raise ValueError("train_data must give at least one batch, got a DataLoader with none")
-            return data
-        if not isinstance(data, Dataset) or not isinstance(data, Sized):
-            raise TypeError("train_data must be a torch Dataset with a length or a DataLoader, "
-                            f"got {type(data).__name__}")
-        if len(data) == 0:
-            raise ValueError("train_data must hold at least one sample, got an empty Dataset")
-        check_int("batch_size", batch_size, minimum=1)
-        return DataLoader(data, batch_size=batch_size, sampler=shard_sampler(data, shuffle=shuffle, seed=seed,
-                                                                             drop_last=drop_last))
-
     def validation_problem(self, data: Any, batch_size: int | None) -> str | None:
-        """Why ``validation_data`` cannot be evaluated (one forward pass on its first batch), or None.
-
-        Run before training, so a wrong validation set fails in seconds rather than after an epoch.
-        """
-        if isinstance(data, DataLoader):
-            loader = data
-        elif isinstance(data, Dataset) and isinstance(data, Sized):
-            if len(data) == 0:
-                return "validation_data must hold at least one sample, got an empty Dataset"
-            if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-                return f"batch_size must be an integer >= 1 to evaluate validation_data, got {batch_size!r}"
-            loader = DataLoader(data, batch_size=batch_size)
-        else:
-            return f"validation_data must be a torch Dataset with a length or a DataLoader, got {type(data).__name__}"
-        batch = next(iter(loader), None)
-        if batch is None:
-            return "validation_data must give at least one batch, got none"
-        training = self.model.training
-        try:
-            with torch.no_grad(), self.precision.autocast():
-                self.model.eval()
-                x, y = self._to(batch)
-                out = self.model(x)
-                self.loss_fn(out, y)
-                for fn in self.metrics.values():
-                    fn(out, y)
-        except Exception as exc:  # the framework's own message, prefixed with what was being checked
-            return f"validation_data does not fit the model, loss or metrics (first batch): {type(exc).__name__}: {exc}"
-        finally:
-            self.model.train(training)
-        return None
-
-    def _to(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        x, y = batch
-        return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        """Why ``validation_data`` cannot be evaluated (one forward pass on its first batch), or None."""
+        return self._evaluation.problem(data, batch_size)
 
     def fit(self, train_data: Any, epochs: int, *, batch_size: int | None = None, validation_data: Any = None,
             shuffle: bool = True, seed: int = 0, drop_last: bool = False, **deprecated: Any) -> History:
@@ -186,7 +139,7 @@ class Trainer:
         val_data = renamed_kwarg("fit", deprecated, "val_data", "validation_data", validation_data, None)
         reject_unknown("fit", deprecated)
         check_int("epochs", epochs, minimum=1)
-        loader = self._loader(train_data, batch_size, shuffle, seed, drop_last)
+        loader = training_loader(train_data, batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
         sampler = getattr(loader, "sampler", None)
         engine, state = self.engine, self.engine.state
         steps = self._steps_per_epoch(len(loader))
@@ -239,7 +192,7 @@ class Trainer:
         elastic loop's steps both run here). The first ``skip`` steps' batches are read, not trained on
         (they were before a resumed checkpoint; its metrics cover the rest of the epoch)."""
         self.model.train()
-        acc = self._means()
+        acc = self._evaluation.means()
         k = self.accumulate_steps
         rng = torch.get_rng_state() if skip else None
         batches = iter(loader)
@@ -252,7 +205,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             total = None
             for _ in range(k):
-                x, y = self._to(next(batches))
+                x, y = self._evaluation.to_device(next(batches))
                 loss, out = self._backward(x, y, k)
                 self._record(acc, loss, out, y)
                 total = loss.detach() if total is None else total + loss.detach()
@@ -292,10 +245,6 @@ class Trainer:
             with self.optimizer.skip_synchronize():  # type: ignore[attr-defined]  # averaged already
                 self.optimizer.step()
 
-    def _means(self) -> BatchMeans:
-        """Loss/metric values kept on the model's device: read once per epoch, never synced per step."""
-        return BatchMeans(["loss", *self.metrics], self.device)
-
     def _record(self, acc: BatchMeans, loss: torch.Tensor, out: torch.Tensor, y: torch.Tensor) -> None:
         if not self.metrics:  # no grad-mode switch: it is most of this call's cost
             acc.add([loss.detach()], len(y))
@@ -316,26 +265,6 @@ class Trainer:
         self.engine.eval_begin(logs)
         return self.engine.eval_end({f"val_{k}": v for k, v in self.evaluate(data, batch_size=batch_size).items()})
 
-    @torch.no_grad()
     def evaluate(self, data: Any, *, batch_size: int | None = None) -> dict[str, float]:
         """Loss and metrics over the whole of ``data``, exact across ranks (disjoint, unpadded shards)."""
-        if isinstance(data, DataLoader):
-            loader = data
-        else:
-            check_int("batch_size", batch_size, minimum=1)
-            loader = DataLoader(data, batch_size=batch_size, sampler=shard_sampler(data, for_eval=True))
-        self.model.eval()
-        acc = self._means()
-        for batch in loader:
-            x, y = self._to(batch)
-            with self.precision.autocast():
-                out = self.model(x)
-                acc.add([self.loss_fn(out, y)] + [fn(out, y) for fn in self.metrics.values()], len(y))
-            heartbeat()  # validation runs no collective until its end: its batches are the progress
-        keys = acc.names
-        local = {f"sum_{k}": v for k, v in zip(keys, acc.sums())}
-        local["count"] = float(acc.count)
-        # mean over ranks of sums == global sum / size, for every entry alike: the ratio is exact.
-        glob = self.comm.allreduce_mean(local)
-        total = glob["count"]
-        return {k: glob[f"sum_{k}"] / total for k in keys}
+        return self._evaluation.run(data, batch_size)

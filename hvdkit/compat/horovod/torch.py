@@ -18,7 +18,7 @@ import torch
 
 from hvdkit.compat.horovod import torch_elastic as elastic  # noqa: F401  (hvd.elastic)
 from hvdkit.torch import ops as _ops
-from hvdkit.torch.ops import broadcast_parameters as broadcast_parameters
+from hvdkit.torch.broadcast import broadcast_parameters as broadcast_parameters
 from hvdkit.torch.runtime import init as init
 
 #: Horovod 0.28.1's public ``horovod.torch`` names that are re-exported as they are.
