@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 import os
 import signal
 from typing import Any
 
 from hvdkit.core.background_save import BackgroundSave
 from hvdkit.core.callback import Callback
-from hvdkit.core.checkpoint_store import CheckpointStore, Manifest, OldFormatError, new_run_id
+from hvdkit.core.checkpoint_store import CheckpointStore, Manifest, new_run_id
 from hvdkit.core.engine import Engine
 from hvdkit.core.events import Event
 from hvdkit.core.preemption import StopSignals
 from hvdkit.core.process_set import check_process_set, scoped
+from hvdkit.core.resume_settings import changed_settings
 from hvdkit.core.state import TrainState
 from hvdkit.core.types import Snapshot
 from hvdkit.core.validation import check_bool, check_choice, check_int
@@ -161,20 +161,8 @@ class Checkpoint(Callback):
 
     # -- stop signals ---------------------------------------------------------------
     def on_batch_end(self, state: TrainState) -> None:
-        """Stop after this step when any rank received a stop signal. Every rank runs the same one small
-        allreduce every step, whether or not it saw a signal: a rank that skipped it would wait in another
-        collective than its peers."""
-        if self._signals is None:
-            return
-        received = self._signals.received  # read once: the decision below is from what every rank sent
-        if state.comm.size > 1:
-            agreed = state.comm.allreduce_mean({"stop": float(received is not None),
-                                                "usr1": float(received == signal.SIGUSR1)})
-            if agreed["stop"] == 0:
-                return
-            if received is None:  # a peer's signal: name it when they all got the same one
-                received = signal.SIGUSR1 if agreed["usr1"] == agreed["stop"] else signal.SIGTERM
-        if received is not None:
+        """Stop after this step when any rank received a stop signal (every rank asks the others, every step)."""
+        if self._signals is not None and (received := self._signals.agreed(state.comm)) is not None:
             self._stop(state, received)
 
     def _stop(self, state: TrainState, signum: int) -> None:
@@ -221,32 +209,14 @@ class Checkpoint(Callback):
         return f"Checkpoint(directory={str(self.store.directory)!r})"
 
     def _prepare(self, state: TrainState) -> tuple[Any, ...]:
-        """Rank 0: check the folder can be written, clean dead writers' files, find what to resume."""
+        """Rank 0: what to resume, or the problem to raise on every rank (never a silent fresh start)."""
         try:
-            self.store.probe()
+            found = self.store.start(self.resume, state.ops.name)
         except OSError as exc:
             return ("error", f"{self._where()}: {exc.strerror or exc}")
-        for tmp in self.store.clean_temporaries():
-            log.info("removed %s, left by a checkpoint writer that died", tmp)
-        try:
-            found = self.store.latest() if self.resume else None
-        except OldFormatError as exc:
+        except ValueError as exc:  # OldFormatError too
             return ("error", f"{self._where()}: {exc}")
-        except OSError as exc:  # a checkpoint this user may not read: never a silent fresh start
-            return ("error", f"{self._where()}: {exc.strerror or exc}")
-        if found is not None:
-            manifest = found.manifest
-            if manifest.framework != state.ops.name:
-                return ("error", f"{self._where()}: its newest checkpoint {manifest.payload} was written by "
-                                 f"{manifest.framework!r}, but this run trains with {state.ops.name!r}; give this "
-                                 "run its own directory")
-            return ("resume", manifest, found.state, found.data)
-        if not self.resume and self.store.run_ids():
-            newest = self.store.manifests()[0].name
-            return ("error", f"{self._where()} with resume=False: the folder holds checkpoints of another run "
-                             f"(newest {newest}); a fresh run must not mix its checkpoints with them. Resume that "
-                             "run (resume=True), move or delete its files, or give this run another directory")
-        return ("fresh",)
+        return ("fresh",) if found is None else ("resume", found.manifest, found.state, found.data)
 
     def load_latest(self, state: TrainState) -> Manifest | None:
         """Rank 0 prepares the folder and reads the newest valid checkpoint; every rank gets it (or the
@@ -288,8 +258,7 @@ class Checkpoint(Callback):
         differs from the code's. The LR compared is the target LR, rescaled for this run's global batch."""
         saved = {**_hyperparameters(state), "learning rate": state.target_lr}
         code = {**code, "learning rate": code_lr}
-        changed = [f"{k} {_show(code[k])} in the code, {_show(saved[k])} in the checkpoint" for k in code
-                   if k in saved and saved[k] is not None and not _same(code[k], saved[k])]
+        changed = changed_settings(code, saved)
         if changed:
             log.warning("%s: resuming %s, whose optimizer settings replace the code's (the checkpoint wins): %s. "
                         "To train with the code's values, start a fresh run (another directory, or resume=False)",
@@ -314,20 +283,8 @@ class Checkpoint(Callback):
                 f"keep={self.store.keep}, async_save={self.async_save}, on_signal={self.on_signal!r})")
 
 
-
 def _hyperparameters(state: TrainState) -> Snapshot:
     """The optimizer's settings other than the LR (empty for ops that cannot tell)."""
     read = getattr(state.ops, "hyperparameters", None)
     return dict(read()) if read is not None else {}
 
-
-def _same(a: object, b: object) -> bool:
-    """Equal, numbers up to rounding (an LR rescaled and back)."""
-    if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9)
-    return a == b
-
-
-def _show(value: object) -> str:
-    """A setting for people: floats to 7 digits (Keras keeps the LR in float32)."""
-    return f"{value:.7g}" if isinstance(value, float) else repr(value)

@@ -280,3 +280,27 @@ class CheckpointStore:
             except ValueError as exc:
                 log.warning("skipping damaged checkpoint: %s", exc)
         return None
+
+    def start(self, resume: bool, framework: str) -> Stored | None:
+        """For the writer, before a run's first step: check the folder can be written, remove dead writers'
+        temporary files, and return the newest whole checkpoint to resume (None: start fresh).
+
+        Raises OSError when the folder cannot be written or a checkpoint read, and ValueError when the
+        newest checkpoint is another framework's, or when ``resume`` is False and another run's
+        checkpoints are here: a fresh run must not mix its checkpoints with them."""
+        self.probe()
+        for tmp in self.clean_temporaries():
+            log.info("removed %s, left by a checkpoint writer that died", tmp)
+        if not resume:
+            if self.run_ids():
+                raise ValueError(f"with resume=False, the folder holds checkpoints of another run (newest "
+                                 f"{self.manifests()[0].name}); a fresh run must not mix its checkpoints with them. "
+                                 "Resume that run (resume=True), move or delete its files, or give this run another "
+                                 "directory")
+            return None
+        found = self.latest()
+        if found is not None and found.manifest.framework != framework:
+            raise ValueError(f"its newest checkpoint {found.manifest.payload} was written by "
+                             f"{found.manifest.framework!r}, but this run trains with {framework!r}; give this run "
+                             "its own directory")
+        return found

@@ -102,6 +102,20 @@ class StopSignals:
         if self in _installed:
             _installed.remove(self)
 
+    def agreed(self, comm: Any) -> int | None:
+        """The stop signal any rank of ``comm`` received, or None: the same answer on every rank. Every rank
+        runs the same one small allreduce each call, signal or not: a rank that skipped it would wait in
+        another collective than its peers."""
+        received = self.received  # read once: the decision below is from what every rank sent
+        if comm.size == 1:
+            return received
+        votes = comm.allreduce_mean({"stop": float(received is not None), "usr1": float(received == signal.SIGUSR1)})
+        if votes["stop"] == 0:
+            return None
+        if received is None:  # a peer's signal: name it when they all got the same one
+            received = signal.SIGUSR1 if votes["usr1"] == votes["stop"] else signal.SIGTERM
+        return received
+
     def _watch(self, read_fd: int, forward_fd: int) -> None:
         """Each byte is a signal's number, written by Python's C-level handler the moment it arrives."""
         try:

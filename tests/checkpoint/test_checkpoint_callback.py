@@ -27,7 +27,7 @@ def test_resume_false_refuses_a_folder_another_run_wrote(tmp_path):
     before = sorted(p.name for p in tmp_path.iterdir())
     steps = Steps()
     eng = Engine(LocalComm(), DictOps(), [Checkpoint(tmp_path, resume=False), steps])
-    with pytest.raises(ValueError, match=r"resume=False: the folder holds checkpoints of another run.*resume=True"):
+    with pytest.raises(ValueError, match=r"resume=False, the folder holds checkpoints of another run.*resume=True"):
         run_epochs(eng, epochs=2, steps=2)
     assert steps.n == 0 and sorted(p.name for p in tmp_path.iterdir()) == before
 
