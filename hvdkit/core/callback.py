@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import TYPE_CHECKING, Any
 
 from hvdkit.core.events import Event
@@ -9,13 +10,34 @@ from hvdkit.core.events import Event
 if TYPE_CHECKING:
     from hvdkit.core.state import TrainState
 
+_HOOKS = tuple(e.method_name for e in Event)
+# Other libraries' names for hvdkit's events: Keras's (hvdkit.keras.callbacks serve those) and Lightning's.
+_ELSEWHERE = {
+    "on_train_batch_begin": "on_batch_begin", "on_train_batch_end": "on_batch_end",
+    "on_train_batch_start": "on_batch_begin", "on_train_epoch_start": "on_epoch_begin",
+    "on_train_epoch_end": "on_epoch_end", "on_train_start": "on_train_begin", "on_fit_start": "on_train_begin",
+    "on_fit_end": "on_train_end", "on_test_begin": "on_eval_begin", "on_test_end": "on_eval_end",
+    "on_validation_start": "on_eval_begin", "on_validation_end": "on_eval_end",
+    "on_save_checkpoint": "on_checkpoint_saved", "on_load_checkpoint": "on_checkpoint_restored",
+}
+
+
+def _stray_hook(cls: type, name: str) -> TypeError:
+    """The error for an ``on_*`` method no event calls: it would silently never run."""
+    meant = _ELSEWHERE.get(name) or next(iter(difflib.get_close_matches(name, _HOOKS, n=1, cutoff=0.8)), None)
+    hint = f"override {meant} instead" if meant else "rename it if it is a helper, or override one of the events"
+    return TypeError(f"{cls.__qualname__}.{name} is not an hvdkit event, so it would never be called: {hint}. "
+                     f"The events are {', '.join(_HOOKS)}")
+
 
 class Callback:
     """Base class for hvdkit callbacks; override the ``on_*`` methods you need.
 
     :meth:`run_event` is the one dispatch method and is final (as in Composer): a subclass that overrides
-    it is a TypeError when the class is created. Override the ``on_*`` hooks instead. The engine calls
-    only the hooks a class overrides (:meth:`overrides`), so an unused hook costs nothing per step.
+    it is a TypeError when the class is created. Override the ``on_*`` hooks instead; an ``on_*`` method
+    that is no event (Keras's ``on_train_batch_end``, a typo) is a TypeError too, naming the event meant.
+    The engine calls only the hooks a class overrides (:meth:`overrides`), so an unused hook costs nothing
+    per step.
 
     ``order`` decides the position among callbacks (lower runs first): checkpoint
     restore must run before callbacks that read the restored state, loggers after
@@ -36,6 +58,9 @@ class Callback:
         if "run_event" in vars(cls):
             raise TypeError(f"{cls.__qualname__} overrides Callback.run_event, which is final: override the "
                             "on_* hook of the event instead (e.g. on_batch_end)")
+        for name, value in vars(cls).items():
+            if name.startswith("on_") and callable(value) and name not in _HOOKS:
+                raise _stray_hook(cls, name)
 
     @classmethod
     def overrides(cls, event: Event) -> bool:

@@ -63,6 +63,21 @@ def test_overriding_run_event_is_refused_when_the_class_is_created():
     assert Subclass.overrides(Event.BATCH_END) and not Subclass.overrides(Event.BATCH_BEGIN)
 
 
+@pytest.mark.parametrize("name, meant", [("on_train_batch_end", "on_batch_end"),  # Keras's name
+                                         ("on_validation_end", "on_eval_end"),  # Lightning's
+                                         ("on_epoch_ned", "on_epoch_end"),  # a typo
+                                         ("on_anything", None)])
+def test_an_on_method_no_event_calls_is_refused_when_the_class_is_created(name, meant):
+    # It would never run, and nothing else would say so.
+    with pytest.raises(TypeError) as err:
+        type("Mine", (Callback,), {name: lambda self, state: None})
+    assert f"Mine.{name} is not an hvdkit event, so it would never be called" in str(err.value)
+    assert (f"override {meant} instead" if meant else "rename it if it is a helper") in str(err.value)
+    assert "on_batch_end, on_eval_begin" in str(err.value)  # the events, listed
+    type("Fine", (Callback,), {"on_batch_end": lambda self, state: None, "helper": lambda self: None,
+                               "on_": 3})  # a value that is not a method is not a hook
+
+
 def test_an_event_reaches_only_the_callbacks_that_override_its_hook():
     rec, quiet, batch = Recorder(), Callback(), OnlyBatchEnd()
     disp = Dispatcher([rec, quiet, batch])
