@@ -48,11 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "doctor":
         from hvdkit.tools.doctor import main as doctor_main
 
-        if args.allreduce:
-            from hvdkit.tools.allreduce_check import main as allreduce_main
-
-            return allreduce_main(as_json=args.json)
-        return doctor_main(as_json=args.json)
+        return doctor_main(as_json=args.json, allreduce=args.allreduce)
     if args.command == "build-horovod":
         import json
         from dataclasses import asdict

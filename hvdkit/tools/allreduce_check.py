@@ -143,29 +143,27 @@ def _transport(controller: str) -> str:
     return "torch_gloo"
 
 
-def main(as_json: bool = False) -> int:
-    """Run both jobs and print the comparison; 0 when Horovod is within range, 1 when it is not or a job failed."""
+def check() -> dict[str, Any]:
+    """Run both jobs and compare them (``ok`` False when Horovod is far below the transport); raises
+    RuntimeError when a job cannot run or fails."""
     if shutil.which("horovodrun") is None or importlib.util.find_spec("torch") is None:
-        print("hvdkit doctor --allreduce: needs horovodrun on PATH and PyTorch (pip install 'hvdkit[torch]'; "
-              "hvdkit build-horovod)", file=sys.stderr)
-        return 1
+        raise RuntimeError("needs horovodrun on PATH and PyTorch (pip install 'hvdkit[torch]'; hvdkit build-horovod)")
     try:
         horovod = _launch("horovod")
-        result = judge(horovod, _launch(_transport(horovod["controller"])))
-    except (RuntimeError, subprocess.TimeoutExpired) as exc:
-        print(f"hvdkit doctor --allreduce: {exc}", file=sys.stderr)
-        return 1
-    if as_json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(f"Allreduce, 2 processes on this machine: Horovod ({result['controller']}) against "
-              f"{result['transport']}, bus bandwidth GB/s")
-        for r in result["rows"]:
-            print(f"  {r['bytes'] >> 20:>3} MiB  horovod {r['horovod_gbps']:7.2f}  {result['transport']} "
-                  f"{r['transport_gbps']:7.2f}  ratio {r['ratio']:.2f}")
-        print(f"WARNING: {result['warning']}" if result["warning"] else
-              f"OK: median ratio {result['ratio_median']:.2f} (warns below {WARN_BELOW})")
-    return 0 if result["ok"] else 1
+        return judge(horovod, _launch(_transport(horovod["controller"])))
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(str(exc)) from exc
+
+
+def render(result: dict[str, Any]) -> str:
+    """:func:`check`'s result as text."""
+    lines = [f"Allreduce, 2 processes on this machine: Horovod ({result['controller']}) against "
+             f"{result['transport']}, bus bandwidth GB/s"]
+    lines += [f"  {r['bytes'] >> 20:>3} MiB  horovod {r['horovod_gbps']:7.2f}  {result['transport']} "
+              f"{r['transport_gbps']:7.2f}  ratio {r['ratio']:.2f}" for r in result["rows"]]
+    lines.append(f"WARNING: {result['warning']}" if result["warning"] else
+                 f"OK: median ratio {result['ratio_median']:.2f} (warns below {WARN_BELOW})")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

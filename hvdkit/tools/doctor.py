@@ -150,11 +150,11 @@ def collect() -> Report:
     launcher = detect_launcher(cores=cores)
     f["launcher"] = {"kind": launcher.kind, "detail": launcher.detail, "uses": launcher.uses}
     if launcher.problem:
-        r.problem(launcher.problem, "see docs/clusters.md (which launcher sets what)")
+        r.problem(launcher.problem, "see docs/clusters.md (which launcher sets what)", True)  # init() refuses it
 
     _spark(r)
     for what, fix in env_problems():
-        r.problem(what, fix)
+        r.problem(what, fix, True)  # init() refuses to start with them
 
     f["supported_pythons"] = supported_names()
     if not is_supported():
@@ -183,7 +183,8 @@ def render(r: Report) -> str:
     """The report as text."""
     f = r.facts
     lines = ["hvdkit doctor", ""]
-    for key in ("python", "hvdkit", "torch", "tensorflow", "keras", "keras_backend", "horovod", "mpi", "cpu_count"):
+    for key in ("python", "hvdkit", "torch", "tensorflow", "keras", "keras_backend", "horovod", "ray", "mpi",
+                "cpu_count"):
         tested = f" (tested: {f['tested'][key]})" if key in f.get("tested", {}) else ""
         lines.append(f"  {key:<18} {f.get(key) or 'not installed'}{tested}")
         if key == "python":
@@ -214,12 +215,30 @@ def render(r: Report) -> str:
     return "\n".join(lines)
 
 
-def main(as_json: bool = False) -> int:
-    """Print the report (``--json`` for machines); exit 1 when hvdkit cannot run."""
+def main(as_json: bool = False, allreduce: bool = False) -> int:
+    """Print the report (``--json`` for machines); exit 1 when hvdkit cannot run. ``allreduce``: add
+    :mod:`hvdkit.tools.allreduce_check`'s measurement (when the report found nothing fatal); exit 1 too
+    when it fails or warns."""
     r = collect()
+    measured: dict[str, Any] | None = None
+    if allreduce and not r.fatal:
+        from hvdkit.tools.allreduce_check import check
+
+        try:
+            measured = check()
+        except RuntimeError as exc:
+            r.problem(f"the allreduce check could not run: {exc}", "fix the problems above, then run it again", True)
+    ok = not r.fatal and (measured is None or measured["ok"])
     if as_json:
-        print(json.dumps({"facts": r.facts, "problems": [{"problem": p, "fix": x} for p, x in r.problems],
-                          "ok": not r.fatal}, indent=2))
+        doc: dict[str, Any] = {"facts": r.facts, "problems": [{"problem": p, "fix": x} for p, x in r.problems],
+                               "ok": ok}
+        if measured is not None:
+            doc["allreduce"] = measured
+        print(json.dumps(doc, indent=2))
     else:
         print(render(r))
-    return 1 if r.fatal else 0
+        if measured is not None:
+            from hvdkit.tools.allreduce_check import render as render_allreduce
+
+            print("\n" + render_allreduce(measured))
+    return 0 if ok else 1

@@ -107,3 +107,22 @@ def test_doctor_shows_the_keras_backend_and_whether_hvdkit_supports_it(monkeypat
     assert report.facts["keras_backend"] == shown
     problems = [p for p, _ in report.problems]
     assert problems == [] if problem is None else (len(problems) == 1 and problem in problems[0])
+
+
+@pytest.mark.parametrize("name, value", [("HOROVOD_CYCLE_TIME", "-1"), ("HVDKIT_THREADS", "abc")])
+def test_a_setting_init_refuses_makes_doctor_exit_1(monkeypatch, capsys, name, value):
+    # A CI gate on `hvdkit doctor` must not pass an environment in which every init() fails.
+    from hvdkit.runtime.env_vars import check_env
+    from hvdkit.tools import doctor
+
+    monkeypatch.setattr(doctor, "_horovod_build", lambda report: None)  # the build is not what is checked
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=name):
+        check_env()  # what init() runs first
+    assert doctor.main(as_json=True) == 1
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["ok"] is False
+    assert any(p["problem"].startswith(f"{name} must be") for p in rep["problems"])
+    monkeypatch.delenv(name)
+    doctor.main(as_json=True)
+    assert not any(name in p["problem"] for p in json.loads(capsys.readouterr().out)["problems"])

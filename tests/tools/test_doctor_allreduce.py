@@ -19,8 +19,11 @@ def _doctor(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 @pytest.mark.timeout(300)
 def test_doctor_allreduce_compares_horovod_with_mpis_own_allreduce():
     proc = _doctor("--json")
-    res = json.loads(proc.stdout)
-    assert proc.returncode == (0 if res["ok"] else 1), proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    res = report["allreduce"]  # beside the report, not instead of it
+    assert "horovod_build" in report["facts"]
+    assert proc.returncode == (0 if report["ok"] else 1), proc.stdout + proc.stderr
+    assert report["ok"] == res["ok"]  # the report itself finds nothing wrong on this machine
     assert res["controller"] == "mpi" and res["transport"] == "mpi4py"  # the patched build, Open MPI's own
     assert [r["bytes"] for r in res["rows"]] == [1 << 20, 4 << 20, 16 << 20, 64 << 20]
     for r in res["rows"]:
@@ -37,6 +40,7 @@ def test_doctor_allreduce_warns_about_a_slow_horovod_and_names_the_exported_sett
     # longer than 16 MiB take over loopback even on a loaded machine (20 ms was not, under load).
     proc = _doctor(env={"HOROVOD_CYCLE_TIME": "100"})
     assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("hvdkit doctor") and "Horovod build" in proc.stdout  # the report comes first
     assert "WARNING: Horovod's allreduce reached 0." in proc.stdout
     assert "of mpi4py's bandwidth (median over 1-64 MiB), below 0.5" in proc.stdout
     assert "HOROVOD_CYCLE_TIME" in proc.stdout and "(hvdkit doctor)" in proc.stdout
