@@ -141,3 +141,17 @@ def test_preflight_needs_a_framework():
 def test_offline_build_requirement_is_diagnosed():
     assert "pip install it into this environment" in hw.diagnose(
         "ERROR: No matching distribution found for cffi>=1.4.0")
+
+
+def test_the_cache_follows_hvdkit_home_as_run_sh_does(monkeypatch, tmp_path):
+    # ./run.sh keeps its venvs in HVDKIT_HOME; a build in `./run.sh shell` must use (and find) that cache.
+    for name in ("HVDKIT_CACHE_DIR", "HVDKIT_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert hw.cache_root() == tmp_path / ".cache" / "hvdkit"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert hw.cache_root() == tmp_path / "xdg" / "hvdkit"
+    monkeypatch.setenv("HVDKIT_HOME", str(tmp_path / "home"))
+    assert hw.cache_root() == tmp_path / "home"
+    monkeypatch.setenv("HVDKIT_CACHE_DIR", str(tmp_path / "cache"))
+    assert hw.cache_root() == tmp_path / "cache"

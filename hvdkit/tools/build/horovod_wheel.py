@@ -48,8 +48,10 @@ class BuildError(RuntimeError):
 
 
 def cache_root() -> Path:
-    """Where wheels, sdists and build logs live: ``$HVDKIT_CACHE_DIR`` or ``~/.cache/hvdkit``."""
-    env = os.environ.get("HVDKIT_CACHE_DIR")
+    """Where wheels, sdists and build logs live: ``$HVDKIT_CACHE_DIR``, else ``$HVDKIT_HOME`` (where
+    ``./run.sh`` keeps its venvs, so a build in ``./run.sh shell`` finds the wheel it made), else
+    ``~/.cache/hvdkit``."""
+    env = os.environ.get("HVDKIT_CACHE_DIR") or os.environ.get("HVDKIT_HOME")
     if env:
         return Path(env).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
