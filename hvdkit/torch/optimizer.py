@@ -130,4 +130,7 @@ def torch_compatible(optimizer: Any, wrapped: torch.optim.Optimizer | None = Non
     if wrapped is not None:
         optimizer.defaults = dict(wrapped.defaults)
         optimizer.state = wrapped.state  # Horovod's constructor starts an empty state: keep a loaded or broadcast one
+        # An LR scheduler built on ``wrapped`` (the Trainer's users do) checks that ``wrapped`` stepped before it,
+        # by the flag its step wrapper sets; these steps are wrapped's, so set it too, or torch warns falsely.
+        optimizer.register_step_post_hook(lambda *_: setattr(wrapped, "_opt_called", True))
     return optimizer

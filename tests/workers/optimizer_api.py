@@ -108,7 +108,8 @@ def add_param_group() -> dict:
 
 
 def schedulers() -> dict:
-    """OneCycleLR, ReduceLROnPlateau and SequentialLR drive the distributed optimizer as a plain one."""
+    """OneCycleLR, ReduceLROnPlateau and SequentialLR drive the distributed optimizer as a plain one, built on
+    it or on the plain optimizer before ``distribute``."""
     out = {}
     makers = {
         "onecycle": lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.5, total_steps=6),
@@ -119,12 +120,14 @@ def schedulers() -> dict:
     }
     for name, make in makers.items():
         lrs = {}
-        for kind in ("plain", "distributed"):
+        for kind in ("plain", "distributed", "built_before"):  # built_before: on the plain one (the Trainer's way)
             model = build()
             opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
             if kind == "distributed":
                 opt = hk.distribute(model, opt)
             sched = make(opt)
+            if kind == "built_before":
+                opt = hk.distribute(model, opt)
             seen = []
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -136,9 +139,11 @@ def schedulers() -> dict:
                     sched.step(1.0) if name == "plateau" else sched.step()  # a flat metric: the LR halves
                     seen.append(opt.param_groups[0]["lr"])
             lrs[kind] = seen
-            if kind == "distributed":
-                out[name] = {"sha256": digest(model), "warnings": [str(w.message) for w in caught]}
+            if kind != "plain":
+                out[f"{name}_{kind}" if kind == "built_before" else name] = {
+                    "sha256": digest(model), "warnings": [str(w.message) for w in caught]}
         out[name]["same_lrs"] = lrs["plain"] == lrs["distributed"]
+        out[f"{name}_built_before"]["same_lrs"] = lrs["plain"] == lrs["built_before"]
     return out
 
 
