@@ -267,3 +267,27 @@ class Engine:
         self.dispatcher.load_state_dict(callback_states)
         self.set_lr_target(counters.get("target_lr"), world_size, optimizer_lr=optimizer_lr,
                            scaled_for_batch=counters.get("global_batch"))
+        saved = counters.get("global_batch")
+        if self.resumes_mid_epoch and not self.state.elastic and self.state.batch and saved:
+            self._resume_inside_epoch(saved)
+
+    def _resume_inside_epoch(self, saved: Mapping[str, int]) -> None:
+        """A checkpoint written inside an epoch (on a stop signal) counts that epoch's steps done in its own
+        global batch. Under another one (world size, batch per rank or accumulation changed), skip as many
+        steps as cover the samples already trained, never the whole epoch, and say that this epoch's rest
+        follows the new sharding: the steps of the old one would run past the end of the new epoch."""
+        s = self.state
+        now = s.global_batch
+        if not now or {k: int(v) for k, v in saved.items()} == {k: int(v) for k, v in now.items()}:
+            return
+        done = s.batch * lrmath.global_batch_size(saved)
+        skip = done // lrmath.global_batch_size(now)
+        if s.steps_per_epoch:
+            skip = min(skip, s.steps_per_epoch - 1)
+        if s.is_root:
+            log.warning("resuming inside epoch %d with another global batch (%s, was %s): %d samples of it were "
+                        "trained, so this run skips its first %d steps of %s; the rest of the epoch is this world's "
+                        "shard order, so a few of its samples may be trained twice or not at all",
+                        s.epoch, lrmath.describe_global_batch(now), lrmath.describe_global_batch(saved), done,
+                        skip, s.steps_per_epoch if s.steps_per_epoch else "the epoch")
+        s.batch = skip

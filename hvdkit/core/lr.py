@@ -28,8 +28,9 @@ def global_batch_size(parts: Mapping[str, int]) -> int:
 def describe_global_batch(parts: Mapping[str, int]) -> str:
     """``"32 (2 workers x 16 x 1 accumulation step)"``."""
     steps = int(parts.get("accumulate_steps", 1))
-    return (f"{global_batch_size(parts)} ({parts['world_size']} workers x {parts['batch_size']} x {steps} "
-            f"accumulation step{'s' if steps != 1 else ''})")
+    workers = int(parts["world_size"])
+    return (f"{global_batch_size(parts)} ({workers} worker{'s' if workers != 1 else ''} x {parts['batch_size']} x "
+            f"{steps} accumulation step{'s' if steps != 1 else ''})")
 
 
 def linear_warmup_factor(progress: float, world_size: int) -> float:

@@ -196,6 +196,10 @@ class Trainer:
         k = self.accumulate_steps
         rng = torch.get_rng_state() if skip else None
         batches = iter(loader)
+        if skip > len(loader) // k:  # a resumed step count no longer fits this run's epoch: say so, not StopIteration
+            raise ValueError(f"the checkpoint resumes after step {skip} of epoch {self.engine.state.epoch}, but this "
+                             f"run's epoch has {len(loader) // k} steps: the training data changed since it was "
+                             "written; resume with the same data, or start a fresh run")
         if rng is not None:
             for _ in range(skip * k):
                 next(batches)

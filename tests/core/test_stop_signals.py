@@ -60,6 +60,26 @@ def test_sigterm_to_horovodrun_checkpoints_every_rank_exits_and_the_rerun_resume
 @requires_horovod
 @pytest.mark.horovod
 @pytest.mark.timeout(300)
+def test_a_checkpoint_stopped_inside_an_epoch_resumes_on_more_ranks(tmp_path):
+    # 1 rank: 32 steps of 8 an epoch, stopped in step 53 (epoch 1, 21 steps = 168 samples done). 2 ranks: 16
+    # steps of 16 an epoch; the saved 21 steps ran past its end (StopIteration) before the resume counted samples.
+    stopped = horovodrun("preempt_train.py", "--out", str(tmp_path), "--signal-self-at-step", "52", np=1,
+                         check=False)
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-3000:]
+    assert (tmp_path / "ckpt" / "ckpt-000001-0000000053.safetensors").exists(), sorted(os.listdir(tmp_path / "ckpt"))
+    resumed = horovodrun("preempt_train.py", "--out", str(tmp_path), "--epochs", "3")
+    rows = tagged_json(resumed.stdout, "RESULT")
+    assert "resuming inside epoch 1 with another global batch (16 (2 workers x 8 x 1 accumulation step), was 8 " \
+           "(1 worker x 8 x 1 accumulation step)): 168 samples of it were trained, so this run skips its first 10 " \
+           "steps of 16" in resumed.stderr, resumed.stderr[-3000:]
+    for r in rows:  # the rest of epoch 1 (6 steps), then epoch 2 (16)
+        assert r["trained"] == list(range(54, 54 + 6 + 16)), r["trained"]
+    assert rows[0]["digest"] == rows[1]["digest"]
+
+
+@requires_horovod
+@pytest.mark.horovod
+@pytest.mark.timeout(300)
 def test_sigusr1_to_horovodrun_over_gloo_stops_every_rank_with_a_checkpoint(tmp_path):
     stopped, seconds, alive = _signal_mid_run(tmp_path, signal.SIGUSR1, extra=("--gloo",))
     assert alive == [], alive

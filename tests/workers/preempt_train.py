@@ -5,7 +5,8 @@ waits there (up to 120 s) until its Checkpoint has seen SIGTERM/SIGUSR1 (it then
 the test writes ``go.<rank>``; leaving, it writes ``released.<rank>``: the test signals a run that is surely
 mid-epoch, and can let one rank on without a signal. ``--hold-save``: rank 0's checkpoint writes after the
 first write ``saving.<step>`` once the payload is on disk and wait there until ``release-save`` exists (a long
-save, for as long as the test wants). Prints ``RESULT {...}`` per rank at the end (steps trained in this
+save, for as long as the test wants). ``--signal-self-at-step K``: every rank sends itself SIGTERM before step K
+(a preemption). Prints ``RESULT {...}`` per rank at the end (steps trained in this
 process, a digest of the final parameters).
 """
 
@@ -13,6 +14,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -30,6 +32,7 @@ p.add_argument("--out", required=True)
 p.add_argument("--epochs", type=int, default=3)
 p.add_argument("--wait-at-step", type=int)
 p.add_argument("--hold-save", action="store_true")
+p.add_argument("--signal-self-at-step", type=int)
 args = p.parse_args()
 out = Path(args.out)
 
@@ -71,6 +74,12 @@ class Steps(Callback):
             if ckpt._signals.received is not None:
                 (out / f"seen.{rank}").write_text("")
             (out / f"released.{rank}").write_text("")
+
+        if state.global_step == args.signal_self_at_step:  # SIGTERM to this rank, seen before the step ends
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.monotonic() + 60
+            while ckpt._signals.received is None and time.monotonic() < deadline:
+                time.sleep(0.01)
 
     def on_batch_end(self, state):
         self.trained.append(state.global_step)
