@@ -12,6 +12,7 @@ from hvdkit.core.numerics import check_nonfinite
 from hvdkit.core.validation import check_int, check_number
 from hvdkit.keras.backend import current as backend
 from hvdkit.keras.mixed_precision import agreed_loss_scaling
+from hvdkit.keras.twin_class import twin_class
 
 _CLASSES: dict[type, type] = {}
 
@@ -70,8 +71,7 @@ def _distributed_class(cls: type) -> type:
     if cls not in _CLASSES:
         # Same name and module as the base class: a saved model records the plain
         # optimizer (as horovod.keras did), and loads without hvdkit.
-        _CLASSES[cls] = type(cls.__name__, (_DistributedMixin, cls), {"__module__": cls.__module__,
-                                                                      "__qualname__": cls.__qualname__})
+        _CLASSES[cls] = twin_class(_DistributedMixin, cls)
     return _CLASSES[cls]
 
 

@@ -1,9 +1,10 @@
 """``model.stop_training`` agreed across ranks inside ``model.fit``: a stop on one rank only (``TerminateOnNaN``,
 an early stop on its own metrics) would leave the others waiting in the next allreduce.
 
-While hvdkit drives ``fit`` the model's class is a subclass (same name and module, so a saved model records
-the plain class) whose ``stop_training`` property combines every rank's flag in one allreduce at ``fit``'s
-first read after each batch's and each epoch's callbacks; all ranks stop if any rank does.
+While hvdkit drives ``fit`` the model's class is a subclass (a :func:`~hvdkit.keras.twin_class.twin_class`,
+so a model saved meanwhile records the plain class) whose ``stop_training`` property combines every rank's flag
+in one allreduce at ``fit``'s first read after each batch's and each epoch's callbacks; all ranks stop if any
+rank does.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from hvdkit.core.comm import Comm
+from hvdkit.keras.twin_class import twin_class
 
 _CLASSES: dict[type, type] = {}
 _VALUE, _COMM, _ARMED = "_hvdkit_stop_value", "_hvdkit_stop_comm", "_hvdkit_stop_armed"
@@ -42,8 +44,7 @@ class _AgreedStop:
 
 def _agreed_class(cls: type) -> type:
     if cls not in _CLASSES:
-        _CLASSES[cls] = type(cls.__name__, (_AgreedStop, cls), {"__module__": cls.__module__,
-                                                                 "__qualname__": cls.__qualname__})
+        _CLASSES[cls] = twin_class(_AgreedStop, cls)
     return _CLASSES[cls]
 
 

@@ -50,6 +50,20 @@ def test_wrapped_optimizer_behaves_like_the_keras_one(hk, tmp_path):
     np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
 
 
+def test_a_registered_optimizer_class_reloads_as_itself(hk, tmp_path):
+    import keras
+
+    @keras.saving.register_keras_serializable(package="hvdkit_tests")
+    class MySGD(keras.optimizers.SGD):
+        pass
+
+    model = small_model(keras)
+    model.compile(optimizer=hk.DistributedOptimizer(MySGD(0.1)), loss="mse")
+    model.fit(np.ones((8, 4), np.float32), np.zeros((8, 3), np.float32), epochs=1, verbose=0)
+    model.save(tmp_path / "m.keras")
+    assert type(keras.models.load_model(tmp_path / "m.keras").optimizer) is MySGD
+
+
 def test_a_custom_learning_rate_schedule_is_kept_by_the_wrapped_optimizer(hk):
     import keras
 

@@ -50,3 +50,29 @@ def test_a_stop_on_either_rank_ends_fit_after_that_batch(who):
     assert comm.sent[:2] == [0.0, 1.0 if who == "this rank" else 0.0]
     stop_training.release(model)
     assert type(model) is keras.Sequential and model.stop_training is True
+
+
+@pytest.mark.timeout(120)
+def test_a_model_saved_during_fit_reloads_as_its_registered_class(tmp_path):
+    # ModelCheckpoint saves while hvdkit's agreed-stop class stands in for the model's: the file must name the
+    # user's registered class ("package>Name"), or load_model cannot find it.
+    from hvdkit.keras import stop_training
+
+    @keras.saving.register_keras_serializable(package="hvdkit_tests")
+    class Net(keras.Model):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.dense = keras.layers.Dense(1)
+
+        def call(self, x):
+            return self.dense(x)
+
+    model = Net()
+    model.build((None, 4))
+    model.compile(optimizer="sgd", loss="mse")
+    stop_training.agree(model, PeerComm(peer_stops_at=99))
+    assert type(model) is not Net and type(model).__name__ == "Net"  # the stand-in
+    model.fit(np.ones((8, 4), "float32"), np.zeros((8, 1), "float32"), batch_size=4, epochs=1, verbose=0,
+              callbacks=[keras.callbacks.ModelCheckpoint(str(tmp_path / "net-{epoch}.keras"))])
+    loaded = keras.models.load_model(tmp_path / "net-1.keras")
+    assert type(loaded) is Net
