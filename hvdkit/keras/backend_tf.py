@@ -85,3 +85,13 @@ def sum_over_ranks(tensor: Any, name: str) -> Any:
     """``tensor`` summed over every rank, differentiable: the gradient of Horovod's TF allreduce is the
     sum of the ranks' incoming gradients."""
     return hvd.allreduce(tensor, op=hvd.Sum, name=name)
+
+
+def capture_rng() -> dict[str, Any]:
+    """Nothing beyond Python's and NumPy's generators, which the caller captures: a resumed ``fit(shuffle=True)``
+    draws the uninterrupted run's order from them (tests/keras/test_keras_training.py resumes one)."""
+    return {}
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Nothing to put back (:func:`capture_rng`)."""

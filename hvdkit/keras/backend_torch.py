@@ -11,6 +11,7 @@ from typing import Any
 
 import horovod.torch as hvd
 import keras
+import numpy as np
 import torch
 from horovod.torch.elastic import run as elastic_run
 
@@ -132,3 +133,14 @@ def sum_over_ranks(tensor: torch.Tensor, name: str) -> torch.Tensor:
     gradients."""
     result: torch.Tensor = _SumOverRanks.apply(tensor, name)
     return result
+
+
+def capture_rng() -> dict[str, Any]:
+    """torch's global generator: Keras's torch data adapter shuffles with it (``RandomSampler``)."""
+    return {"torch": torch.get_rng_state().numpy()}
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Put :func:`capture_rng`'s state back (a checkpoint of another backend holds none)."""
+    if "torch" in state:
+        torch.set_rng_state(torch.from_numpy(np.asarray(state["torch"], dtype=np.uint8)))

@@ -144,6 +144,8 @@ class EngineBridge(keras.callbacks.Callback):
             steps = state.steps_per_epoch or 0
             state.global_step += (epoch - state.epoch) * steps  # fit(initial_epoch=...) without a checkpoint
         self._epoch_base, self._batches = state.global_step, 0
+        if epoch == state.resumed_epoch and isinstance(state.ops, KerasOps):  # draw what the checkpointed run drew
+            state.ops.resume_rng()
         self.engine.epoch_begin(epoch)
 
     def on_train_batch_begin(self, batch: int, logs: KerasLogs = None) -> None:

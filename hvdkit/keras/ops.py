@@ -31,6 +31,7 @@ class KerasOps:
 
     def __init__(self, model: keras.Model) -> None:
         self.model = model
+        self._restored_rng: dict[str, Any] | None = None
 
     @property
     def optimizer(self) -> keras.optimizers.Optimizer:
@@ -94,7 +95,7 @@ class KerasOps:
         return {
             "model": [np.asarray(w) for w in self.model.get_weights()],
             "optimizer": [keras.ops.convert_to_numpy(v) for v in self.optimizer.variables],
-            "rng": capture_host_rng(),
+            "rng": {**capture_host_rng(), **backend.capture_rng()},
             "settings": self.hyperparameters(),  # Python attributes, not variables: saved beside them
         }
 
@@ -119,6 +120,16 @@ class KerasOps:
         rng = snapshot.get("rng")
         if rng:
             restore_host_rng(rng)
+            backend.restore_rng(rng)
+            self._restored_rng = rng
+
+    def resume_rng(self) -> None:
+        """Put the last restored RNG states back once more: Keras's ``fit`` draws from them before its first
+        epoch (a look at the data to build the metrics), as the checkpointed run did before its epoch 0 only."""
+        rng, self._restored_rng = self._restored_rng, None
+        if rng is not None:
+            restore_host_rng(rng)
+            backend.restore_rng(rng)
 
     def broadcast_state(self, root_rank: int, process_set: Any = None) -> bool:
         """Every rank (or member of ``process_set``) gets ``root_rank``'s model and optimizer variables

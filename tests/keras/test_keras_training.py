@@ -82,7 +82,7 @@ def test_two_workers_batch_b_equal_one_worker_batch_2b(equivalence, backend, mod
     assert any(not np.allclose(a, b) for a, b in zip(weights(one / "rank0.npz"), weights(one / "rank0_init.npz")))
 
 
-WARM = ["--momentum", "0.9", "--warmup-epochs", "2", "--lr", "0.2"]
+WARM = ["--momentum", "0.9", "--warmup-epochs", "2", "--lr", "0.2", "--shuffle"]
 
 
 @pytest.fixture(scope="module")

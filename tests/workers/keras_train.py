@@ -29,6 +29,7 @@ p.add_argument("--lr", type=float, default=0.1)
 p.add_argument("--momentum", type=float, default=0.0)
 p.add_argument("--warmup-epochs", type=float, default=0.0)
 p.add_argument("--checkpoint-dir")
+p.add_argument("--shuffle", action="store_true", help="fit(shuffle=True): a resume must draw the same order")
 p.add_argument("--model-seed-per-rank", action="store_true")
 p.add_argument("--wait-at-step", type=int,
                help="fit: before this step (counted in this process), once the checkpoints written so far are "
@@ -119,7 +120,7 @@ def train(mode):
             if args.wait_at_step is not None:
                 cbs.append(WaitForSignal(ckpt))
         cbs.append(start)
-        hist = model.fit(xs, ys, batch_size=args.batch, epochs=args.epochs, shuffle=False, verbose=0,
+        hist = model.fit(xs, ys, batch_size=args.batch, epochs=args.epochs, shuffle=args.shuffle, verbose=0,
                          callbacks=cbs, initial_epoch=initial_epoch)
         out.update(history=hist.history, raw=cap.raw, lrs=start.lrs, initial_epoch=initial_epoch,
                    steps=hist.params["steps"], updates=int(keras.ops.convert_to_numpy(opt.iterations)))
