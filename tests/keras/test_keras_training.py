@@ -82,7 +82,7 @@ def test_two_workers_batch_b_equal_one_worker_batch_2b(equivalence, backend, mod
     assert any(not np.allclose(a, b) for a, b in zip(weights(one / "rank0.npz"), weights(one / "rank0_init.npz")))
 
 
-WARM = ["--momentum", "0.9", "--warmup-epochs", "2", "--lr", "0.2", "--shuffle"]
+WARM = ["--momentum", "0.9", "--warmup-epochs", "2", "--lr", "0.2"]
 
 
 @pytest.fixture(scope="module")
@@ -204,6 +204,20 @@ def test_jit_compile_true_fails_fast_with_a_clear_message(warm):
     for r in (0, 1):  # raised out of fit on every rank, not a hang
         error = read_json(out / f"rank{r}_jit.json")["error"]
         assert error is not None and error.startswith("RuntimeError: ") and "jit_compile=False" in error, error
+
+
+# On TensorFlow a slow_check: its data adapter shuffles from NumPy's generator, which checkpoints always held.
+@pytest.mark.parametrize("backend", [pytest.param("tensorflow", marks=pytest.mark.slow_check), "torch"])
+def test_a_resumed_fit_with_shuffle_trains_on_the_uninterrupted_runs_order(tmp_path, backend):
+    # Keras's torch adapter shuffles with torch's generator, and fit draws from it before its first epoch.
+    args = ["--shuffle", "--epochs", "4", "--checkpoint-dir"]
+    full = run(tmp_path, "full", 2, *WARM, *args, str(tmp_path / "full-ckpt"), backend=backend)[0] / "fit"
+    ckpt = tmp_path / "ckpt"
+    stopped_after_epoch_2(tmp_path / "full-ckpt", ckpt)
+    resumed = run(tmp_path, "resumed", 2, *WARM, *args, str(ckpt), backend=backend)[0] / "fit"
+    assert read_json(resumed / "rank0.json")["initial_epoch"] == 2
+    for r in (0, 1):
+        assert_same(resumed / f"rank{r}.npz", full / f"rank{r}.npz", atol=1e-6)
 
 
 @pytest.mark.parametrize(("written_on", "resumed_on"), [("tensorflow", "torch"), ("torch", "tensorflow")])
