@@ -77,7 +77,8 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int, 
     ``model`` is accepted for Horovod's signature (sparse parameters need nothing special here)."""
     layout: list[tuple[Any, str]] = [("optimizer", type(optimizer).__name__)]
     for i, group in enumerate(optimizer.param_groups):
-        options = sorted(k for k in group if k != "params")
+        # the class's settings: keys a scheduler added (initial_lr, max_lr) to a group rank 0 loaded are no mismatch
+        options = sorted(k for k in group if k in optimizer.defaults)
         layout.append((f"param_groups[{i}]", f"options {options}"))
         layout += [(f"param_groups[{i}].params[{j}]", _tensor_text(p)) for j, p in enumerate(group["params"])]
     agree_on_layout("broadcast_optimizer_state", layout)

@@ -94,6 +94,8 @@ class RowMajor:
 
     def decompress(self, tensor: torch.Tensor, ctx: Any) -> torch.Tensor:
         """``inner``'s decompression, permuted back to the original tensor's dimensions and strides."""
+        if ctx is None:  # Horovod's sparse path (allgathered values and indices) never compressed the tensor
+            return self.inner.decompress(tensor, None)
         inner_ctx, order = ctx
         out = self.inner.decompress(tensor, inner_ctx)
         return out if order is None else out.permute(inverse(order))

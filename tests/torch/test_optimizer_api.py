@@ -86,3 +86,17 @@ def test_distributing_a_model_again_retires_the_first_optimizers_hooks(rows):
         runs = row["second_distribute"]
         assert runs["again"] == runs["twin"], runs
     assert rows[0]["second_distribute"] == rows[1]["second_distribute"]
+
+
+def test_sparse_embedding_gradients_are_averaged_as_their_dense_twins(rows):
+    for row in rows:
+        assert row["sparse_embedding"]["error"] < 1e-6, row["sparse_embedding"]
+    assert rows[0]["sparse_embedding"]["sha256"] == rows[1]["sparse_embedding"]["sha256"]
+
+
+def test_rank0_loads_a_state_a_scheduler_wrote_and_distribute_hands_it_to_every_rank(rows):
+    # Horovod's recipe: only rank 0 loads; the scheduler's initial_lr in the groups is no structural difference.
+    r0, r1 = rows[0]["rank0_resume_with_scheduler"], rows[1]["rank0_resume_with_scheduler"]
+    assert r0["error"] is None and r1["error"] is None, (r0, r1)
+    assert "initial_lr" in r1["keys"] and r0["keys"] == r1["keys"]
+    assert r0["momentum_sha256"] == r1["momentum_sha256"]

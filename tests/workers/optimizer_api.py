@@ -271,10 +271,52 @@ def second_distribute() -> dict:
     return runs
 
 
+def sparse_embedding() -> dict:
+    """``nn.Embedding(sparse=True)``: Horovod averages its sparse gradients by allgather; the weights end as a
+    dense twin's (the same rows, averaged by allreduce)."""
+    weights = {}
+    for sparse in (True, False):
+        torch.manual_seed(RANK)
+        model = nn.Sequential(nn.Embedding(20, 4, sparse=sparse), nn.Flatten(), nn.Linear(8, 3))
+        opt = hk.distribute(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        for step in range(3):
+            rows = torch.tensor([[step + RANK, 2 * step + 5 * RANK]] * 4)
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(rows), YS[:4]).backward()
+            opt.step()
+        weights[sparse] = [p.detach().clone() for p in model.parameters()]
+    error = max(float((a - b).abs().max()) for a, b in zip(weights[True], weights[False]))
+    return {"error": error, "sha256": hashlib.sha256(b"".join(p.numpy().tobytes() for p in weights[True])).hexdigest()}
+
+
+def rank0_resume_with_scheduler() -> dict:
+    """Horovod's resume recipe, after an LR scheduler added its keys (``initial_lr``) to the saved groups: rank 0
+    alone loads the state, ``distribute`` hands it to every rank."""
+    model = build()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.5, total_steps=10)
+    loss_at(model, 0).backward()
+    opt.step()
+    sched.step()
+    saved = copy.deepcopy(opt.state_dict())
+    fresh = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    if RANK == 0:
+        fresh.load_state_dict(saved)
+    try:
+        dist = hk.distribute(model, fresh)
+    except Exception as e:  # reported: the test expects none
+        return {"error": f"{type(e).__name__}: {e}"}
+    state = dist.state_dict()
+    return {"error": None, "keys": sorted(state["param_groups"][0]),
+            "momentum_sha256": hashlib.sha256(b"".join(v["momentum_buffer"].numpy().tobytes()
+                                                       for v in state["state"].values())).hexdigest()}
+
+
 out = {"rank": RANK, "no_step_before_training": no_step_before_training(),
        "second_distribute": second_distribute(),
        "set_to_none": {str(flag): set_to_none(flag) for flag in (True, False)},
        "unused_branch": unused_branch(), "frozen_later": frozen_later(), "add_param_group": add_param_group(),
        "schedulers": schedulers(), "state_dict": state_dict_roundtrip(), "implementations": implementations(),
-       "scaler_and_clip": scaler_and_clip()}
+       "scaler_and_clip": scaler_and_clip(), "sparse_embedding": sparse_embedding(),
+       "rank0_resume_with_scheduler": rank0_resume_with_scheduler()}
 print("OPTAPI " + json.dumps(out), flush=True)
