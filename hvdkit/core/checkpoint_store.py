@@ -142,7 +142,12 @@ class CheckpointStore:
         manifest = Manifest(epoch=epoch, global_step=global_step, world_size=world_size, framework=framework,
                             size=size, checksum=digest, payload=f"{stem}{TENSORS_SUFFIX}", run_id=run_id,
                             sequence=sequence, written_at=time.time())
-        atomic_write(self.directory / f"{stem}.json", manifest_text(manifest, state))
+        try:
+            atomic_write(self.directory / f"{stem}.json", manifest_text(manifest, state))
+        except BaseException:
+            # No manifest, no checkpoint: a payload left behind would hold its disk space for good.
+            (self.directory / f"{stem}{TENSORS_SUFFIX}").unlink(missing_ok=True)
+            raise
         fsync_dir(self.directory)
         # Not a daemon: keep-N still holds after the interpreter exits.
         self._pruner = threading.Thread(target=self.prune, args=(manifest,), name="hvdkit-checkpoint-prune")
@@ -232,6 +237,18 @@ class CheckpointStore:
                 os.close(fd)
         return removed
 
+    def _remove_orphan_payloads(self) -> list[Path]:
+        """Remove payload files no manifest names and none of their stem exists for (before a run's first save:
+        no write is in flight); return them."""
+        if not self.directory.is_dir():
+            return []
+        named = {m.payload for _, m in self._manifests()}
+        orphans = [p for p in self.directory.glob(f"ckpt-*{TENSORS_SUFFIX}")
+                   if p.name not in named and not p.with_suffix(".json").exists() and not p.is_symlink()]
+        for p in orphans:
+            p.unlink(missing_ok=True)
+        return orphans
+
     def read(self, manifest_path: Path) -> Stored:
         """Read and verify one checkpoint; raises ValueError naming the file if it is damaged,
         :class:`OldFormatError` (saying how to convert it) if it is of an older format, and
@@ -291,6 +308,9 @@ class CheckpointStore:
         self.probe()
         for tmp in self.clean_temporaries():
             log.info("removed %s, left by a checkpoint writer that died", tmp)
+        for orphan in self._remove_orphan_payloads():
+            log.warning("removed %s: a checkpoint payload whose manifest was never written (its writer died "
+                        "between the two), so it could never be resumed", orphan)
         if not resume:
             if self.run_ids():
                 raise ValueError(f"with resume=False, the folder holds checkpoints of another run (newest "

@@ -210,3 +210,40 @@ def test_a_failed_write_leaves_no_temporary_and_the_last_checkpoint(tmp_path):
     assert store.latest().data.tobytes() == b"x" * 2000
     save(store, 4)
     assert store.latest().data.tobytes() == b"payload-4"
+
+
+def test_a_manifest_that_cannot_be_written_takes_its_payload_with_it(tmp_path, monkeypatch):
+    # A disk that fills between the payload and its manifest: the payload alone is no checkpoint, and left
+    # behind it would hold its space for good (keep-N deletes only listed checkpoints).
+    from hvdkit.core import checkpoint_store
+
+    store = CheckpointStore(tmp_path, keep=2)
+    save(store, 1)
+    real = checkpoint_store.atomic_write
+
+    def full_at_the_manifest(path, data):
+        if str(path).endswith(".json"):
+            raise OSError(28, f"writing checkpoint file {str(path)!r} failed: No space left on device")
+        return real(path, data)
+
+    monkeypatch.setattr(checkpoint_store, "atomic_write", full_at_the_manifest)
+    with pytest.raises(OSError, match="No space left on device"):
+        save(store, 2)
+    monkeypatch.undo()
+    store.flush()
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        "ckpt-000001-0000000010.json", "ckpt-000001-0000000010.safetensors"]
+    assert store.latest().manifest.epoch == 1
+
+
+def test_a_run_starts_by_removing_payloads_whose_manifest_was_never_written(tmp_path, caplog):
+    store = CheckpointStore(tmp_path, keep=3)
+    save(store, 1)
+    store.flush()
+    (tmp_path / "ckpt-000002-0000000020.safetensors").write_bytes(b"x" * 100)  # its writer died before the manifest
+    (tmp_path / "ckpt-notes.txt").write_text("the user's")  # not a payload: left alone
+    found = store.start(resume=True, framework="t")
+    assert found is not None and found.manifest.epoch == 1
+    assert not (tmp_path / "ckpt-000002-0000000020.safetensors").exists()
+    assert (tmp_path / "ckpt-000001-0000000010.safetensors").exists() and (tmp_path / "ckpt-notes.txt").exists()
+    assert "ckpt-000002-0000000020.safetensors: a checkpoint payload whose manifest was never written" in caplog.text
