@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from types import FrameType
 from typing import Any
 
+from hvdkit.core.exit_now import exit_now
 from hvdkit.core.stack_inspection import all_stacks, collective_of, frames_of, is_users, user_line
 
 #: The exit status of a job the hang report ended (``timeout``'s convention for "ran out of time").
@@ -224,7 +225,7 @@ class Watchdog:
     collective); ``rank``/``size`` are read when it fires (they change under elastic training)."""
 
     def __init__(self, timeout: float, rank: Callable[[], int], size: Callable[[], int],
-                 allgather: Callable[[object, str], list[Any]], exit: Callable[[int], None] = os._exit,
+                 allgather: Callable[[object, str], list[Any]], exit: Callable[[int], None] = exit_now,
                  pending: Pending | None = None) -> None:
         self.timeout = timeout
         self._rank, self._size, self._allgather, self._exit = rank, size, allgather, exit

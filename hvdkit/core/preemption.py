@@ -23,6 +23,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from hvdkit.core.exit_now import exit_now
+
 log = logging.getLogger("hvdkit")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -64,7 +66,7 @@ class StopSignals:
     :attr:`outcome` is what the exit messages of a second signal or the grace period say about the
     checkpoint (the stop's owner keeps it up to date: written, being written, or none)."""
 
-    def __init__(self, grace: float | None = None, exit_fn: Callable[[int], Any] = os._exit) -> None:
+    def __init__(self, grace: float | None = None, exit_fn: Callable[[int], Any] = exit_now) -> None:
         self.grace = stop_grace() if grace is None else grace
         self.received: int | None = None
         self.outcome = "without a new checkpoint"

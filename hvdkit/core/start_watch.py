@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+from hvdkit.core.exit_now import exit_now
 from hvdkit.core.hang_report import EXIT_CODE, read_timeout
 from hvdkit.core.stack_inspection import all_stacks, user_line
 
@@ -24,7 +25,7 @@ class StartWatch:
     ``HOROVOD_GLOO_TIMEOUT_SECONDS``, 30 by default). No collective works yet, so each waiting rank reports
     alone; the launcher prefixes its lines with its rank, and a rank that never printed is the one to read."""
 
-    def __init__(self, who: str, timeout: float | None = None, exit: Callable[[int], None] = os._exit) -> None:
+    def __init__(self, who: str, timeout: float | None = None, exit: Callable[[int], None] = exit_now) -> None:
         self.who, self._exit = who, exit
         self.timeout = read_timeout(name=START_ENV, default=DEFAULT_START_TIMEOUT) if timeout is None else timeout
         self._caller = threading.get_ident()
