@@ -28,7 +28,7 @@ class LearningRateWarmup(Callback):
                  momentum_correction: bool = True, verbose: bool = False) -> None:
         self.warmup_epochs = check_number("warmup_epochs", warmup_epochs, minimum=0)
         if steps_per_epoch is not None:
-            check_int("steps_per_epoch", steps_per_epoch, minimum=1)
+            steps_per_epoch = check_int("steps_per_epoch", steps_per_epoch, minimum=1)
         self.steps_per_epoch = steps_per_epoch
         self.momentum_correction = bool(momentum_correction)
         self.verbose = bool(verbose)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable
 from typing import Any
 
@@ -12,13 +13,14 @@ def _fail(name: str, value: object, allowed: str) -> ValueError:
 
 
 def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
-    """``value`` if it is an integer (not a bool) >= ``minimum``, else a ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """``value`` as an ``int`` if it is an integer (not a bool; NumPy's integers too, as configs and array
+    arithmetic give them) >= ``minimum``, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # NumPy's bool is no Integral
         bound = f" >= {minimum}" if minimum is not None else ""
         raise _fail(name, value, f"an integer{bound}")
     if minimum is not None and value < minimum:
         raise _fail(name, value, f"an integer >= {minimum}")
-    return value
+    return int(value)
 
 
 def check_bool(name: str, value: object) -> bool:

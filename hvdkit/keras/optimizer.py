@@ -125,9 +125,9 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, name: str | None
     hvd = backend.hvd
     compression, op = resolve_reduction(hvd, compression, op)
     check_nonfinite(nonfinite)
-    check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)
+    backward_passes_per_step = check_int("backward_passes_per_step", backward_passes_per_step, minimum=1)
     if accumulate_steps is not None:
-        check_int("accumulate_steps", accumulate_steps, minimum=1)
+        accumulate_steps = check_int("accumulate_steps", accumulate_steps, minimum=1)
         if backward_passes_per_step not in (1, accumulate_steps):
             raise ValueError(f"accumulate_steps={accumulate_steps} and backward_passes_per_step="
                              f"{backward_passes_per_step} name one setting (hvdkit's and Horovod's spelling): pass one")

@@ -17,11 +17,22 @@ class BatchMeans:
         self._values: list[list[torch.Tensor]] = [[] for _ in self.names]
         self._counts: list[int] = []
 
-    def add(self, values: Sequence[torch.Tensor], count: int) -> None:
-        """Keep one batch's values and its number of samples."""
-        for column, value in zip(self._values, values):
+    def add(self, values: Sequence[torch.Tensor | float], count: int) -> None:
+        """Keep one batch's values and its number of samples. A value may be a Python number (a metric that
+        calls ``.item()``); one that is neither that nor a one-element tensor is refused at once, naming it."""
+        for name, column, value in zip(self.names, self._values, values):
+            if not isinstance(value, torch.Tensor) or value.dim():  # the common 0-d tensor costs nothing more
+                value = self._scalar(name, value)
             column.append(value)
         self._counts.append(count)
+
+    def _scalar(self, name: str, value: object) -> torch.Tensor:
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            return value.reshape(())
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return torch.tensor(float(value), device=self.device)
+        shape = f"a tensor of shape {list(value.shape)}" if isinstance(value, torch.Tensor) else repr(value)
+        raise ValueError(f"{name!r} must give the batch's mean as a number or a one-element tensor, got {shape}")
 
     @property
     def count(self) -> int:

@@ -66,7 +66,7 @@ def shard_sampler(dataset: Dataset, *, shuffle: bool = True, seed: int = 0, drop
     batch more or fewer, which evaluation allows (no collective per batch). ``shuffle`` and ``drop_last``
     do not apply to it.
     """
-    check_int("seed", seed)
+    seed = check_int("seed", seed)
     check_bool("shuffle", shuffle)
     check_bool("drop_last", drop_last)
     if check_bool("for_eval", for_eval):
@@ -91,7 +91,7 @@ def training_loader(data: Any, batch_size: int | None, *, shuffle: bool, seed: i
         raise TypeError(f"train_data must be a torch Dataset with a length or a DataLoader, got {type(data).__name__}")
     if len(data) == 0:
         raise ValueError("train_data must hold at least one sample, got an empty Dataset")
-    check_int("batch_size", batch_size, minimum=1)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
     return DataLoader(data, batch_size=batch_size, sampler=shard_sampler(data, shuffle=shuffle, seed=seed,
                                                                          drop_last=drop_last))
 

@@ -87,11 +87,11 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
     compressor, reduce_op = horovod_reduction(hvd, compression, op)
     if compression == "fp16" and op != "adasum":  # Adasum compresses the parameters, not gradients
         compressor = FP16Compressor()
-    check_int("accumulate_steps", accumulate_steps, minimum=1)
+    accumulate_steps = check_int("accumulate_steps", accumulate_steps, minimum=1)
     process_set = check_process_set(process_set)
     if root_rank is None:
         root_rank = 0 if process_set is None else min(process_set.ranks)
-    check_int("root_rank", root_rank, minimum=0)
+    root_rank = check_int("root_rank", root_rank, minimum=0)
     if process_set is not None and root_rank not in process_set.ranks:
         raise ValueError(f"root_rank must be a member of process_set (ranks {sorted(process_set.ranks)}), "
                          f"got {root_rank}")

@@ -75,7 +75,7 @@ class Evaluation:
         if isinstance(data, DataLoader):
             loader = data
         else:
-            check_int("batch_size", batch_size, minimum=1)
+            batch_size = check_int("batch_size", batch_size, minimum=1)
             loader = DataLoader(data, batch_size=batch_size, sampler=shard_sampler(data, for_eval=True))
         self.model.eval()
         acc = self.means()

@@ -138,7 +138,7 @@ class Trainer:
         """
         val_data = renamed_kwarg("fit", deprecated, "val_data", "validation_data", validation_data, None)
         reject_unknown("fit", deprecated)
-        check_int("epochs", epochs, minimum=1)
+        epochs = check_int("epochs", epochs, minimum=1)
         loader = training_loader(train_data, batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
         sampler = getattr(loader, "sampler", None)
         engine, state = self.engine, self.engine.state

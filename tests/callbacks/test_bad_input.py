@@ -66,3 +66,17 @@ def test_warmup_without_steps_per_epoch_says_what_to_do():
     eng.epoch_begin(0)
     with pytest.raises(ValueError, match="LearningRateWarmup needs steps_per_epoch"):
         eng.batch_begin(0)
+
+
+def test_numpy_integers_count_as_integers_and_come_back_as_python_ints(tmp_path):
+    # Configs and array arithmetic give np.int64; refusing "an integer >= 1, got np.int64(2)" helps nobody.
+    import numpy as np
+
+    from hvdkit.core.validation import check_int
+
+    value = check_int("epochs", np.int64(2), minimum=1)
+    assert value == 2 and type(value) is int
+    assert Checkpoint(tmp_path / "c", keep=np.uint8(2)).store.keep == 2
+    for bad in (np.True_, np.float64(2.0), True):
+        with pytest.raises(ValueError, match="epochs must be an integer >= 1, got"):
+            check_int("epochs", bad, minimum=1)

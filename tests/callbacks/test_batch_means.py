@@ -23,3 +23,15 @@ def test_empty_epoch_gives_zeros_and_float32_values_are_summed_in_float64():
     for _ in range(1000):
         acc.add([torch.tensor(0.1, dtype=torch.float32)], 3)
     assert acc.means()["loss"] == pytest.approx(float(torch.tensor(0.1, dtype=torch.float32)), rel=1e-12)
+
+
+def test_a_metric_may_give_a_python_number_but_not_a_vector():
+    # A metric ending in .item() is common; one giving a value per sample must fail at its first batch,
+    # naming it, not when the epoch's means are taken.
+    means = BatchMeans(["loss", "acc"], torch.device("cpu"))
+    means.add([torch.tensor(1.0), 0.5], 2)
+    means.add([torch.tensor([3.0]), torch.tensor(1.0)], 2)
+    assert means.means() == {"loss": 2.0, "acc": 0.75}
+    with pytest.raises(ValueError, match=r"'acc' must give the batch's mean as a number or a one-element tensor, "
+                                         r"got a tensor of shape \[4\]"):
+        means.add([torch.tensor(1.0), torch.ones(4)], 4)
