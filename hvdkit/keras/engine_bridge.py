@@ -151,7 +151,10 @@ class EngineBridge(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch: int, logs: KerasLogs = None) -> None:
         """Set the step counters from Keras's batch index and begin the engine's batch."""
         if self._driving:
-            self._batches = batch + 1
+            # Under steps_per_execution=k Keras calls batch hooks once per k steps, with the first step's index.
+            per_call = max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
+            steps = self.params.get("steps")
+            self._batches = batch + per_call if steps is None else min(batch + per_call, int(steps))
             self.engine.batch_begin(batch, global_step=self._epoch_base + batch)
             # Armed here too, on fit's thread: where Keras runs batch-end hooks on worker threads (the torch
             # backend), the arm in on_train_batch_end may come after fit's read on some ranks only.

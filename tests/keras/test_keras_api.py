@@ -64,6 +64,22 @@ def test_a_registered_optimizer_class_reloads_as_itself(hk, tmp_path):
     assert type(keras.models.load_model(tmp_path / "m.keras").optimizer) is MySGD
 
 
+@pytest.mark.parametrize("rows", [64, 80])  # 8 steps, then 10 (a last execution of 2)
+def test_steps_per_execution_counts_every_step(hk, rows):
+    import keras
+
+    from hvdkit.keras.callbacks import MetricAverage
+    from hvdkit.keras.engine_bridge import engine_for
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("Keras's torch backend refuses steps_per_execution > 1 itself")
+    model = small_model(keras)
+    model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse", steps_per_execution=4)
+    model.fit(np.ones((rows, 4), np.float32), np.zeros((rows, 3), np.float32), batch_size=8, epochs=3, verbose=0,
+              callbacks=[MetricAverage()])
+    assert engine_for(model).state.global_step == 3 * rows // 8 == int(model.optimizer.iterations)
+
+
 def test_a_custom_learning_rate_schedule_is_kept_by_the_wrapped_optimizer(hk):
     import keras
 
