@@ -7,6 +7,7 @@ as 0 and a negative cycle time makes the background thread spin on a core. ``ini
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import shlex
@@ -63,14 +64,31 @@ ENV_VARS: dict[str, tuple[Callable[[str], bool], str, str]] = {
 }
 
 
+#: hvdkit's variables read elsewhere (``./run.sh``, ``hvdkit build-horovod``): no misspelling of another
+OTHER_HVDKIT_VARS = ("HVDKIT_HOME", "HVDKIT_CACHE_DIR", "HVDKIT_PYTHON", "HVDKIT_TORCH_INDEX")
+
+
+def misspelt(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """``(name, meant)`` for each ``HVDKIT_*`` variable set that hvdkit does not read but nearly spells one it
+    does (``HVDKIT_HANG_TIMOUT``): silently ignored, it would leave the default in force."""
+    env = os.environ if environ is None else environ
+    known = [n for n in ENV_VARS if n.startswith("HVDKIT_")] + list(OTHER_HVDKIT_VARS)
+    found = []
+    for name in sorted(n for n in env if n.startswith("HVDKIT_") and n not in known):
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.9)  # one letter off; not a longer name
+        if close:
+            found.append((name, close[0]))
+    return found
+
+
 #: (rank variable, size variable): a rank is below its size
 RANK_PAIRS = (("HOROVOD_RANK", "HOROVOD_SIZE"), ("HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
               ("HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE"))
 
 
 def env_problems(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """``(problem, fix)`` for every variable of :data:`ENV_VARS` set to a value it may not hold, and every
-    rank of :data:`RANK_PAIRS` not below its size."""
+    """``(problem, fix)`` for every variable of :data:`ENV_VARS` set to a value it may not hold, every rank of
+    :data:`RANK_PAIRS` not below its size, and every :func:`misspelt` name."""
     env = os.environ if environ is None else environ
     found, bad = [], set()
     for name, (ok, allowed, example) in ENV_VARS.items():
@@ -82,6 +100,9 @@ def env_problems(environ: Mapping[str, str] | None = None) -> list[tuple[str, st
         if rank in env and size in env and not bad & {rank, size} and int(env[rank]) >= int(env[size]):
             found.append((f"{rank} must be below {size}={env[size].strip()}, got {env[rank]!r}",
                           f"let the launcher set both (horovodrun -np N), or unset {rank} and {size}"))
+    for name, meant in misspelt(env):
+        found.append((f"{name} is set, but hvdkit reads no such variable: {meant} is meant, and its default is in "
+                      "force", f"export {meant}={env[name]!r} and unset {name}"))
     return found
 
 

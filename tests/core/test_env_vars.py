@@ -29,6 +29,19 @@ def test_bad_values_are_named_with_the_value_and_what_is_allowed():
         assert env_problems({"HOROVOD_CYCLE_TIME": bad}), bad
 
 
+def test_a_misspelt_hvdkit_variable_is_refused_naming_the_one_meant():
+    # Ignored, HVDKIT_HANG_TIMOUT=0 would leave the 300 s watchdog on, to end a long first torch.compile.
+    problems = env_problems({"HVDKIT_HANG_TIMOUT": "0", "HVDKIT_THREAD": "2"})
+    assert problems == [
+        ("HVDKIT_HANG_TIMOUT is set, but hvdkit reads no such variable: HVDKIT_HANG_TIMEOUT is meant, and its "
+         "default is in force", "export HVDKIT_HANG_TIMEOUT='0' and unset HVDKIT_HANG_TIMOUT"),
+        ("HVDKIT_THREAD is set, but hvdkit reads no such variable: HVDKIT_THREADS is meant, and its default is in "
+         "force", "export HVDKIT_THREADS='2' and unset HVDKIT_THREAD")]
+    # hvdkit's tools' own variables, and Horovod's many others, are no misspellings
+    assert env_problems({"HVDKIT_SLURM_START_TIMEOUT": "60", "HVDKIT_LAUNCHER_DIR": "/x", "HVDKIT_HOME": "/y",
+                         "HOROVOD_GLOO_RENDEZVOUS_ADDR": "10.0.0.1", "HVDKIT_MY_OWN": "1"}) == []
+
+
 def test_every_value_hvdkit_sets_and_every_example_passes():
     assert env_problems({k: v for k, (v, _why) in runtime_defaults(cpu=True).items()}) == []
     assert env_problems({name: example for name, (_ok, _allowed, example) in ENV_VARS.items()}) == []
