@@ -11,7 +11,6 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import horovod.torch as hvd
 import torch
 from torch.utils.data import DataLoader
 
@@ -30,8 +29,9 @@ from hvdkit.torch.distribute import distribute, is_distributed
 from hvdkit.torch.evaluation import Evaluation, MetricFn
 from hvdkit.torch.ops import TorchOps
 from hvdkit.torch.optimizer import torch_compatible
-from hvdkit.torch.precision import Precision, clip
+from hvdkit.torch.precision import Precision
 from hvdkit.torch.runtime import HorovodComm
+from hvdkit.torch.update import Update
 
 log = logging.getLogger("hvdkit")
 
@@ -109,6 +109,7 @@ class Trainer:
             if not callable(fn):
                 raise TypeError(f"metrics[{name!r}] must be callable, got {fn!r}")
         self.comm = HorovodComm()
+        self._update = Update(optimizer, self.precision, self._guard, self.clip_grad_norm, self.comm)
         self._evaluation = Evaluation(model, loss_fn, self.metrics, self.precision, self.device, self.comm)
         callbacks = list(callbacks)
         if progress is not None:
@@ -214,7 +215,7 @@ class Trainer:
                 self._record(acc, loss, out, y)
                 total = loss.detach() if total is None else total + loss.detach()
             assert total is not None
-            self._step(total)
+            self._update(total, self.engine.state)
             end(i, {"loss": total / k})
         return acc.means()
 
@@ -222,32 +223,6 @@ class Trainer:
     def skipped_steps(self) -> int:
         """Steps skipped on every rank: non-finite gradients (``nonfinite="skip"``) or an fp16 overflow."""
         return self._guard.skipped_steps + self.precision.skipped_steps
-
-    def _step(self, loss: torch.Tensor) -> None:
-        """Average the gradients and update, unless ``nonfinite`` skips a non-finite step (or fp16 overflows)."""
-        if self.precision.scaler is not None:  # the loss scaler skips non-finite steps on every rank itself
-            self.precision.step(self.optimizer, self.clip_grad_norm)
-            return
-        # How many ranks' losses are NaN or inf: summed beside the gradients' allreduce (a loss can be NaN
-        # with finite gradients), read with the gradients' check below, so no extra wait on the host.
-        bad_losses = hvd.allreduce_async(torch.logical_not(torch.isfinite(loss)).to(torch.float32).reshape(1),
-                                         op=hvd.Sum, name="hvdkit.trainer.nonfinite_loss",
-                                         process_set=getattr(self.optimizer, "process_set", hvd.global_process_set))
-        self.optimizer.synchronize()  # type: ignore[attr-defined]  # Horovod's DistributedOptimizer
-        grads = [p.grad for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
-        # One fused max-abs over all gradients: NaN and inf survive it, and it is the same on every rank.
-        grads_finite = torch.isfinite(torch.nn.utils.get_total_norm(grads, float("inf"))) if grads else None
-        losses_finite = hvd.synchronize(bad_losses)[0] == 0
-        if grads_finite is None:
-            finite = bool(losses_finite)
-        else:
-            finite = bool(torch.logical_and(grads_finite.to(losses_finite.device), losses_finite))
-        s = self.engine.state
-        if finite or self._guard.on_nonfinite(self.comm, s.global_step, s.epoch, bool(torch.isfinite(loss)),
-                                              gradients_finite=grads_finite is None or bool(grads_finite)):
-            clip(self.optimizer, self.clip_grad_norm)
-            with self.optimizer.skip_synchronize():  # type: ignore[attr-defined]  # averaged already
-                self.optimizer.step()
 
     def _record(self, acc: BatchMeans, loss: torch.Tensor, out: torch.Tensor, y: torch.Tensor) -> None:
         if not self.metrics:  # no grad-mode switch: it is most of this call's cost

@@ -32,3 +32,13 @@ def test_fp16_compression_and_adasum_train_with_identical_ranks(torch_job):
     for r in rows:  # refused before anything is broadcast, naming argument, value and choices
         assert r["bad_compression"] == "compression must be one of 'none', 'fp16', got 'int8'"
         assert r["bad_op"] == "op must be one of 'average', 'sum', 'adasum', got 'max'"
+
+
+@pytest.mark.timeout(480)
+def test_the_trainer_trains_with_adasum_and_refuses_what_needs_averaged_gradients(torch_job):
+    rows = sorted(tagged_json(torch_job("compression").stdout, "COMPRESSION"), key=lambda r: r["rank"])
+    a, b = rows[0]["trainer_adasum"], rows[1]["trainer_adasum"]
+    assert a["sha256"] == b["sha256"] and a["loss_last"] < 0.9 * a["loss_first"], (a, b)
+    assert set(a["refused"]) == {"precision", "clip_grad_norm", "nonfinite"}
+    assert a["refused"]["precision"].startswith("precision='fp16' needs gradients averaged before the update, but "
+                                                "the optimizer was distributed with op='adasum'")

@@ -63,7 +63,30 @@ def refused(**kwargs):
     return None
 
 
-out = {"rank": RANK, "runs": {f"{c}/{o}": run(c, o) for c, o in RUNS},
+def trainer_adasum():
+    """The Trainer with an optimizer ``distribute`` gave for Adasum: it trains (the same steps as the hand-written
+    loop), and settings that need averaged gradients are refused naming them."""
+    from torch.utils.data import TensorDataset
+
+    torch.manual_seed(1 + RANK)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 3))
+    opt = hk.distribute(model, torch.optim.SGD(model.parameters(), lr=0.1), op="adasum")
+    refused = {}
+    for name, value in (("precision", "fp16"), ("clip_grad_norm", 1.0), ("nonfinite", "skip")):
+        try:
+            hk.Trainer(model, opt, torch.nn.CrossEntropyLoss(), **{name: value})
+        except ValueError as exc:
+            refused[name] = str(exc)
+    ce = torch.nn.CrossEntropyLoss()
+    with torch.no_grad():
+        first = float(ce(model(X), Y))
+    hk.Trainer(model, opt, ce).fit(TensorDataset(XS[:256], YS[:256]), epochs=1, batch_size=32, shuffle=False)
+    with torch.no_grad():
+        last = float(ce(model(X), Y))
+    return {"loss_first": first, "loss_last": last, "sha256": weights_hash(model), "refused": refused}
+
+
+out = {"rank": RANK, "runs": {f"{c}/{o}": run(c, o) for c, o in RUNS}, "trainer_adasum": trainer_adasum(),
        "horovod_fp16": run("horovod-fp16", "average"),
        "bad_compression": refused(compression="int8"), "bad_op": refused(op="max")}
 print("COMPRESSION " + json.dumps(out), flush=True)
