@@ -231,7 +231,7 @@ class Engine:
         s.last_applied_lr = new_lr
 
     def set_lr_target(self, target_lr: float | None, scaled_for: int, optimizer_lr: float | None = None,
-                      scaled_for_batch: Mapping[str, int] | None = None) -> None:
+                      scaled_for_batch: Mapping[str, int] | None = None, last_applied_lr: float | None = None) -> None:
         """The one place where the target LR and the world size it is scaled for change.
 
         ``target_lr`` (and ``optimizer_lr``, the LR to give the optimizer now, if any) were scaled
@@ -256,7 +256,10 @@ class Engine:
         s.target_world_size = size
         if optimizer_lr is not None:
             s.ops.set_lr(lrmath.rescale_for_world_size(optimizer_lr, old, new))
-        s.last_applied_lr = None
+        # What the engine last gave the optimizer, if known: the next apply_lr leaves an LR that another
+        # callback lowered since (ReduceLROnPlateau) alone, as the uninterrupted run did.
+        s.last_applied_lr = (None if last_applied_lr is None
+                             else lrmath.rescale_for_world_size(last_applied_lr, old, new))
 
     def restore_progress(self, counters: Snapshot, callback_states: Snapshot, *, world_size: int,
                          optimizer_lr: float) -> None:
@@ -266,7 +269,8 @@ class Engine:
         self.state.load_counters(counters)
         self.dispatcher.load_state_dict(callback_states)
         self.set_lr_target(counters.get("target_lr"), world_size, optimizer_lr=optimizer_lr,
-                           scaled_for_batch=counters.get("global_batch"))
+                           scaled_for_batch=counters.get("global_batch"),
+                           last_applied_lr=counters.get("last_applied_lr"))
         saved = counters.get("global_batch")
         if self.resumes_mid_epoch and not self.state.elastic and self.state.batch and saved:
             self._resume_inside_epoch(saved)

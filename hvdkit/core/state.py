@@ -110,6 +110,7 @@ class TrainState:
             "batch": self.batch,
             "global_step": self.global_step,
             "target_lr": self.target_lr,
+            "last_applied_lr": self.last_applied_lr,  # a resume applies no LR the optimizer already has
             "global_batch": None if self.global_batch is None else dict(self.global_batch),
             "history": {k: list(v) for k, v in self.history.items()},
         }

@@ -131,6 +131,31 @@ def test_checkpoint_resume_restores_counters_callbacks_and_rescales_lr(tmp_path,
     assert eng2.state.history["loss"] == [0.0, 1.0, 2.0]
 
 
+def test_a_resume_keeps_an_lr_another_callback_lowered_after_the_warm_up(tmp_path):
+    # Horovod's keras_mnist_advanced: warm-up, then ReduceLROnPlateau sets the optimizer's LR itself. After
+    # the warm-up the engine leaves it alone; a resume must too, not put the warm-up's target back.
+    class Plateau(Callback):  # halves the optimizer's LR at each epoch end, outside the engine
+        def on_epoch_end(self, state):
+            state.ops.set_lr(state.ops.get_lr() / 2)
+
+    def lrs_by_epoch(ops, log):
+        return lambda e: log.setdefault(e.state.epoch, ops.get_lr())
+
+    whole, seen = DictOps(lr=0.4), {}
+    run_epochs(Engine(LocalComm(size=2), whole, [LearningRateWarmup(warmup_epochs=1), Plateau()]), epochs=4, steps=2,
+               on_step=lrs_by_epoch(whole, seen))
+    first = DictOps(lr=0.4)
+    run_epochs(Engine(LocalComm(size=2), first, [Plateau(), Checkpoint(tmp_path), LearningRateWarmup(warmup_epochs=1)]),
+               epochs=2, steps=2)
+    resumed, seen_resumed = DictOps(lr=0.4), {}
+    run_epochs(Engine(LocalComm(size=2), resumed, [Plateau(), Checkpoint(tmp_path), LearningRateWarmup(warmup_epochs=1)]),
+               epochs=4, steps=2, on_step=lrs_by_epoch(resumed, seen_resumed))
+    # the warm-up's factor goes from 1/2 to 1 in epoch 0, overriding the halving then; from epoch 2 on the
+    # engine's LR stays 0.4, and the halvings hold
+    assert seen == {0: 0.2, 1: 0.4, 2: 0.2, 3: 0.1}
+    assert seen_resumed == {2: 0.2, 3: 0.1}
+
+
 def test_threads_per_rank_resolution():
     from hvdkit.runtime.tuning import resolve_threads
 
