@@ -151,12 +151,16 @@ class RankReport:
 
     def line(self) -> str:
         """One line for the summary."""
+        return f"rank {self.rank} {self.status()}"
+
+    def status(self) -> str:
+        """Where this process is: ``(host, pid, step, epoch): waiting in ... / not in a collective, at ...``."""
         at = (f", step {self.step}, epoch {self.epoch}" if self.step is not None else
               f", after {self.optimizer_steps} optimizer steps" if self.optimizer_steps else "")  # none: traced TF
         doing = f"waiting in {self.waiting_in}" if self.waiting_in else "not in a collective"
         if self.waiting_in and self.queued_s is not None:
             doing += f" (queued {self.queued_s:g} s ago)"
-        return f"rank {self.rank} (host {self.host}, pid {self.pid}{at}): {doing}, at {self.where}"
+        return f"(host {self.host}, pid {self.pid}{at}): {doing}, at {self.where}"
 
 
 #: ``pending()``: the tensor that has waited longest in Horovod's queue on this process and for how many

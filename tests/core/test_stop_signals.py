@@ -88,7 +88,7 @@ def test_sigusr1_to_horovodrun_over_gloo_stops_every_rank_with_a_checkpoint(tmp_
         (sorted(os.listdir(tmp_path / "ckpt")), stopped)
 
 
-def test_a_second_signal_or_the_grace_period_ends_the_process():
+def test_a_second_signal_or_the_grace_period_ends_the_process(caplog):
     exited = threading.Event()
     codes: list[int] = []
     stop = StopSignals(grace=0.05, exit_fn=lambda code: (codes.append(code), exited.set()))
@@ -99,6 +99,10 @@ def test_a_second_signal_or_the_grace_period_ends_the_process():
         os.kill(os.getpid(), signal.SIGUSR1)
         assert exited.wait(10)
         assert stop.received == signal.SIGUSR1 and codes == [128 + signal.SIGUSR1]
+        # which process held the stop up, and where: its line and every thread's stack
+        assert "SIGUSR1: training did not stop within HVDKIT_STOP_GRACE=0.05s; exiting without a new checkpoint. " \
+               "This process (host " in caplog.text
+        assert "not in a collective, at " in caplog.text and "test_stop_signals.py" in caplog.text
     finally:
         stop.uninstall()
     assert signal.getsignal(signal.SIGUSR1) is before
