@@ -144,12 +144,13 @@ def test_a_resume_keeps_an_lr_another_callback_lowered_after_the_warm_up(tmp_pat
     whole, seen = DictOps(lr=0.4), {}
     run_epochs(Engine(LocalComm(size=2), whole, [LearningRateWarmup(warmup_epochs=1), Plateau()]), epochs=4, steps=2,
                on_step=lrs_by_epoch(whole, seen))
-    first = DictOps(lr=0.4)
-    run_epochs(Engine(LocalComm(size=2), first, [Plateau(), Checkpoint(tmp_path), LearningRateWarmup(warmup_epochs=1)]),
-               epochs=2, steps=2)
+    def callbacks():
+        return [Plateau(), Checkpoint(tmp_path), LearningRateWarmup(warmup_epochs=1)]
+
+    run_epochs(Engine(LocalComm(size=2), DictOps(lr=0.4), callbacks()), epochs=2, steps=2)
     resumed, seen_resumed = DictOps(lr=0.4), {}
-    run_epochs(Engine(LocalComm(size=2), resumed, [Plateau(), Checkpoint(tmp_path), LearningRateWarmup(warmup_epochs=1)]),
-               epochs=4, steps=2, on_step=lrs_by_epoch(resumed, seen_resumed))
+    run_epochs(Engine(LocalComm(size=2), resumed, callbacks()), epochs=4, steps=2,
+               on_step=lrs_by_epoch(resumed, seen_resumed))
     # the warm-up's factor goes from 1/2 to 1 in epoch 0, overriding the halving then; from epoch 2 on the
     # engine's LR stays 0.4, and the halvings hold
     assert seen == {0: 0.2, 1: 0.4, 2: 0.2, 3: 0.1}
