@@ -59,6 +59,19 @@ def is_distributed(optimizer: Any) -> bool:
     return hasattr(optimizer, "_allreduce_grad_async")
 
 
+def start_alike(model: torch.nn.Module, optimizer: torch.optim.Optimizer, root_rank: int, process_set: Any) -> None:
+    """``root_rank``'s parameters, buffers and optimizer state on every rank (of ``process_set``)."""
+    if under_elastic_driver():
+        # The elastic state's first sync broadcasts instead: a worker that joins later would otherwise wait
+        # here in a broadcast no one else is in.
+        return
+    if process_set is None:
+        broadcast_parameters(model.state_dict(), root_rank=root_rank)
+        broadcast_optimizer_state(optimizer, root_rank=root_rank)
+    else:
+        broadcast_within(model, optimizer, root_rank, process_set)
+
+
 def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, compression: str = "none",
                accumulate_steps: int = 1, op: str = "average", root_rank: int | None = None,
                process_set: Any = None, **deprecated: Any) -> torch.optim.Optimizer:
@@ -95,14 +108,7 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
     if process_set is not None and root_rank not in process_set.ranks:
         raise ValueError(f"root_rank must be a member of process_set (ranks {sorted(process_set.ranks)}), "
                          f"got {root_rank}")
-    if not under_elastic_driver():
-        # Under the elastic driver the elastic state's first sync broadcasts instead: a worker
-        # that joins later would otherwise wait here in a broadcast no one else is in.
-        if process_set is None:
-            broadcast_parameters(model.state_dict(), root_rank=root_rank)
-            broadcast_optimizer_state(optimizer, root_rank=root_rank)
-        else:
-            broadcast_within(model, optimizer, root_rank, process_set)
+    start_alike(model, optimizer, root_rank, process_set)
     extra = {} if process_set is None else {"process_set": process_set}
     distributed = hvd.DistributedOptimizer(
         optimizer,

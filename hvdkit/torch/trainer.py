@@ -25,7 +25,7 @@ from hvdkit.core.types import Logs
 from hvdkit.core.validation import check_bool, check_int, check_number
 from hvdkit.torch.batch_means import BatchMeans
 from hvdkit.torch.data import training_loader
-from hvdkit.torch.distribute import distribute, is_distributed
+from hvdkit.torch.distribute import distribute, is_distributed, start_alike
 from hvdkit.torch.evaluation import Evaluation, MetricFn
 from hvdkit.torch.ops import TorchOps
 from hvdkit.torch.optimizer import torch_compatible
@@ -96,6 +96,11 @@ class Trainer:
             optimizer = distribute(model, optimizer, accumulate_steps=accumulate_steps)
         else:  # one Horovod's own DistributedOptimizer built: zero_grad(set_to_none=...), channels_last, ...
             optimizer = torch_compatible(optimizer)
+            # Horovod's optimizer broadcasts nothing: start every rank from rank 0's state, as distribute does
+            process_set: Any = getattr(optimizer, "process_set", None)
+            if getattr(process_set, "process_set_id", 0) == 0:  # the world's
+                process_set = None
+            start_alike(model, optimizer, 0 if process_set is None else min(process_set.ranks), process_set)
         passes = getattr(optimizer, "backward_passes_per_step", 1)  # Horovod's optimizer keeps its own name
         if passes != accumulate_steps:
             raise ValueError(f"accumulate_steps={accumulate_steps} needs an optimizer that communicates once every "

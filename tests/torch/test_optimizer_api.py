@@ -100,3 +100,8 @@ def test_rank0_loads_a_state_a_scheduler_wrote_and_distribute_hands_it_to_every_
     assert r0["error"] is None and r1["error"] is None, (r0, r1)
     assert "initial_lr" in r1["keys"] and r0["keys"] == r1["keys"]
     assert r0["momentum_sha256"] == r1["momentum_sha256"]
+
+
+def test_the_trainer_starts_every_rank_from_rank_0_with_horovods_own_optimizer(rows):
+    # hvd.DistributedOptimizer broadcasts nothing; given to the Trainer, ranks trained on apart, silently
+    assert rows[0]["horovod_optimizer_in_trainer"] == rows[1]["horovod_optimizer_in_trainer"]

@@ -312,11 +312,24 @@ def rank0_resume_with_scheduler() -> dict:
                                                        for v in state["state"].values())).hexdigest()}
 
 
+def horovod_optimizer_in_trainer() -> dict:
+    """The Trainer given Horovod's own DistributedOptimizer (which broadcasts nothing) over per-rank initial
+    weights: every rank starts from rank 0's, as with a plain optimizer."""
+    import horovod.torch as hvd
+
+    model = build()  # seeded per rank
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                                   named_parameters=model.named_parameters())
+    hk.Trainer(model, opt, nn.CrossEntropyLoss()).fit(TensorDataset(XS, YS), epochs=1, batch_size=8, shuffle=False)
+    return {"sha256": digest(model)}
+
+
 out = {"rank": RANK, "no_step_before_training": no_step_before_training(),
        "second_distribute": second_distribute(),
        "set_to_none": {str(flag): set_to_none(flag) for flag in (True, False)},
        "unused_branch": unused_branch(), "frozen_later": frozen_later(), "add_param_group": add_param_group(),
        "schedulers": schedulers(), "state_dict": state_dict_roundtrip(), "implementations": implementations(),
        "scaler_and_clip": scaler_and_clip(), "sparse_embedding": sparse_embedding(),
-       "rank0_resume_with_scheduler": rank0_resume_with_scheduler()}
+       "rank0_resume_with_scheduler": rank0_resume_with_scheduler(),
+       "horovod_optimizer_in_trainer": horovod_optimizer_in_trainer()}
 print("OPTAPI " + json.dumps(out), flush=True)
