@@ -46,7 +46,7 @@ set +e
 "$py" -m hvdkit build-horovod 2>&1 | tee "$out/build.txt"
 rc=${PIPESTATUS[0]}
 set -e
-cp "${HVDKIT_CACHE_DIR:-$HOME/.cache/hvdkit}"/logs/horovod-*.log "$out/" 2>/dev/null || true
+cp "${HVDKIT_CACHE_DIR:-${HVDKIT_HOME:-$HOME/.cache/hvdkit}}"/logs/horovod-*.log "$out/" 2>/dev/null || true
 [ "$rc" -eq 0 ] || exit "$rc"
 "$py" -m hvdkit doctor | tee "$out/doctor.txt" || true
 if has torch; then

@@ -3,6 +3,7 @@ schedules after it (step decay, cosine, or any function of the epoch)."""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -86,9 +87,10 @@ class LearningRateSchedule(Callback):
         """Multiply the LR by ``gamma`` at each epoch in ``milestones``."""
         if isinstance(milestones, (str, bytes)) or not isinstance(milestones, Sequence) or not milestones:
             raise ValueError(f"milestones must be a non-empty sequence of epochs, got {milestones!r}")
-        ms = list(milestones)
-        if any(isinstance(m, bool) or not isinstance(m, int) or m < 0 for m in ms) or ms != sorted(ms):
+        if any(isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 0 for m in milestones) \
+                or list(milestones) != sorted(milestones):
             raise ValueError(f"milestones must be increasing non-negative integers, got {milestones!r}")
+        ms = [int(m) for m in milestones]
         g = check_number("gamma", gamma, minimum=0, maximum=1, strict_min=True)
         return cls(lambda e: lrmath.step_decay_factor(e, ms, g), staircase=True, name=f"step_decay({ms}, {g:g})")
 

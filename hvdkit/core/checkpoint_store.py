@@ -308,15 +308,17 @@ class CheckpointStore:
         self.probe()
         for tmp in self.clean_temporaries():
             log.info("removed %s, left by a checkpoint writer that died", tmp)
-        for orphan in self._remove_orphan_payloads():
-            log.warning("removed %s: a checkpoint payload whose manifest was never written (its writer died "
-                        "between the two), so it could never be resumed", orphan)
         if not resume:
             if self.run_ids():
                 raise ValueError(f"with resume=False, the folder holds checkpoints of another run (newest "
                                  f"{self.manifests()[0].name}); a fresh run must not mix its checkpoints with them. "
                                  "Resume that run (resume=True), move or delete its files, or give this run another "
                                  "directory")
+        if self._lock is not None:  # no other run writes here: a payload without its manifest is a dead writer's
+            for orphan in self._remove_orphan_payloads():
+                log.warning("removed %s: a checkpoint payload whose manifest was never written (its writer died "
+                            "between the two), so it could never be resumed", orphan)
+        if not resume:
             return None
         found = self.latest()
         if found is not None and found.manifest.framework != framework:

@@ -223,8 +223,8 @@ class Engine:
         if new_lr is None:
             return
         old_lr = s.last_applied_lr if s.last_applied_lr is not None else s.ops.get_lr()
-        if new_lr == old_lr and s.last_applied_lr is not None:
-            return
+        if s.last_applied_lr is not None and math.isclose(new_lr, old_lr, rel_tol=1e-12):
+            return  # rounding alone (a rescaled LR times a factor) changes nothing another callback set
         if s.ops.lr_in_momentum and s.momentum_correction and old_lr > 0:
             s.ops.scale_momentum(lrmath.momentum_correction_factor(old_lr, new_lr))
         s.ops.set_lr(new_lr)
@@ -258,7 +258,7 @@ class Engine:
             s.ops.set_lr(lrmath.rescale_for_world_size(optimizer_lr, old, new))
         # What the engine last gave the optimizer, if known: the next apply_lr leaves an LR that another
         # callback lowered since (ReduceLROnPlateau) alone, as the uninterrupted run did.
-        s.last_applied_lr = (None if last_applied_lr is None
+        s.last_applied_lr = (None if last_applied_lr is None else last_applied_lr if old == new
                              else lrmath.rescale_for_world_size(last_applied_lr, old, new))
 
     def restore_progress(self, counters: Snapshot, callback_states: Snapshot, *, world_size: int,

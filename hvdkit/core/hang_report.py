@@ -191,6 +191,12 @@ def local_report(rank: int, now: float | None = None, pending: Pending | None = 
                       queued_s=round(queued[1], 1) if queued else None)
 
 
+def this_process() -> RankReport:
+    """:func:`local_report` for a caller that knows no rank (``rank`` -1), reading Horovod's queue as the
+    watchdog does, for a collective a traced function waits in."""
+    return local_report(-1, pending=_watchdog._pending if _watchdog is not None else None)
+
+
 def summary(reports: list[RankReport], size: int, timeout: float) -> str:
     """Rank 0's message: every rank's line, and for each collective some ranks wait in, the ranks missing."""
     by_rank = {r.rank: r for r in reports}

@@ -146,9 +146,9 @@ class StopSignals:
 
     def _give_up(self) -> None:
         assert self.received is not None
-        from hvdkit.core.hang_report import local_report  # where this process is stuck: the operator's question
+        from hvdkit.core.hang_report import this_process  # where this process is stuck: the operator's question
 
-        report = local_report(rank=-1)
+        report = this_process()
         log.error("%s: training did not stop within HVDKIT_STOP_GRACE=%gs; exiting %s. This process %s. A rank "
                   "not in a collective is the one that held the others up\n%s", signal.Signals(self.received).name,
                   self.grace, self.outcome, report.status(), report.stacks)

@@ -88,8 +88,9 @@ def sum_over_ranks(tensor: Any, name: str) -> Any:
 
 
 def capture_rng() -> dict[str, Any]:
-    """Nothing beyond Python's and NumPy's generators, which the caller captures: a resumed ``fit(shuffle=True)``
-    draws the uninterrupted run's order from them (tests/keras/test_keras_training.py resumes one)."""
+    """Nothing beyond Python's and NumPy's generators, which the caller captures: with them a resumed
+    ``fit(shuffle=True)`` on TensorFlow trains on the uninterrupted run's order (a slow check in
+    tests/keras/test_keras_training.py resumes one)."""
     return {}
 
 

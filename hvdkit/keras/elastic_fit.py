@@ -164,6 +164,10 @@ def fit_elastic(model: keras.Model, x: Any, y: Any = None, *, epochs: int, batch
     if not model.built:
         raise ValueError("model must be built before fit_elastic: call model.build(input_shape) (every worker "
                          "needs the same variables before the first sync)")
+    per_call = getattr(model, "steps_per_execution", 1) or 1
+    if per_call != 1:  # Keras's batch hooks then run once per execution, and the commits fall between steps
+        raise ValueError(f"fit_elastic commits and recovers at steps, so the model must be compiled with "
+                         f"steps_per_execution=1, got {per_call}")
     n = num_rows(x, "x")
     if num_rows(y, "y") != n:
         raise ValueError(f"x and y must hold the same number of samples, got {n} and {num_rows(y, 'y')}")

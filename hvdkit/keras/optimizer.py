@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from types import SimpleNamespace
 from typing import Any
 
@@ -137,9 +138,10 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer, name: str | None
         raise ValueError(f"gradient_predivide_factor must be 1.0 with op other than Average, got "
                          f"{gradient_predivide_factor!r}")
     groups = groups if groups is not None else (num_groups or None)
-    if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int) or groups < 1):
+    if groups is not None and (isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1):
         raise ValueError(f"groups must be a positive number of groups (hvdkit's Keras 3 optimizer does not take "
                          f"lists of variables), got {groups!r}")
+    groups = None if groups is None else int(groups)
     del scale_local_gradients
     reduce = {
         "op": op, "compression": compression, "prescale_factor": 1.0 / gradient_predivide_factor,

@@ -7,7 +7,6 @@ as 0 and a negative cycle time makes the background thread spin on a core. ``ini
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import shlex
@@ -75,10 +74,22 @@ def misspelt(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     known = [n for n in ENV_VARS if n.startswith("HVDKIT_")] + list(OTHER_HVDKIT_VARS)
     found = []
     for name in sorted(n for n in env if n.startswith("HVDKIT_") and n not in known):
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.9)  # one letter off; not a longer name
-        if close:
-            found.append((name, close[0]))
+        meant = next((k for k in known if _one_slip(name, k)), None)
+        if meant:
+            found.append((name, meant))
     return found
+
+
+def _one_slip(typed: str, name: str) -> bool:
+    """``typed`` is ``name`` with one letter left out, replaced, or swapped with its neighbour. A longer name
+    (``HVDKIT_PYTHON3``, ``HVDKIT_HOMES``) is someone's own variable, not a slip."""
+    if len(typed) == len(name) - 1:
+        return any(name[:i] + name[i + 1:] == typed for i in range(len(name)))
+    if len(typed) != len(name):
+        return False
+    diff = [i for i, (a, b) in enumerate(zip(typed, name)) if a != b]
+    return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and typed[diff[0]] == name[diff[1]]
+                              and typed[diff[1]] == name[diff[0]])
 
 
 #: (rank variable, size variable): a rank is below its size

@@ -118,5 +118,7 @@ def distribute(model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, comp
         op=reduce_op,
         **extra,
     )
-    return torch_compatible(distributed, optimizer)
+    distributed = torch_compatible(distributed, optimizer)
+    distributed._hvdkit_started = True  # every rank holds root_rank's state: the Trainer broadcasts nothing more
+    return distributed
 

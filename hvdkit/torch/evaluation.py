@@ -20,12 +20,41 @@ MetricFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class Evaluation:
-    """Evaluates ``model`` with ``loss_fn`` and ``metrics`` under ``precision`` on ``device``."""
+    """Evaluates ``trainer.model`` with its ``loss_fn`` and ``metrics`` under its ``precision`` on its
+    ``device``, read at each use: a trainer whose attributes are reassigned evaluates what it trains."""
 
-    def __init__(self, model: torch.nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-                 metrics: Mapping[str, MetricFn], precision: Precision, device: torch.device, comm: Comm) -> None:
-        self.model, self.loss_fn, self.metrics = model, loss_fn, metrics
-        self.precision, self.device, self.comm = precision, device, comm
+    def __init__(self, trainer: Any) -> None:
+        self._trainer = trainer
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The trainer\'s ``model``."""
+        return self._trainer.model
+
+    @property
+    def loss_fn(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The trainer\'s ``loss_fn``."""
+        return self._trainer.loss_fn
+
+    @property
+    def metrics(self) -> Mapping[str, MetricFn]:
+        """The trainer\'s ``metrics``."""
+        return self._trainer.metrics
+
+    @property
+    def precision(self) -> Precision:
+        """The trainer\'s ``precision``."""
+        return self._trainer.precision
+
+    @property
+    def device(self) -> torch.device:
+        """The trainer\'s ``device``."""
+        return self._trainer.device
+
+    @property
+    def comm(self) -> Comm:
+        """The trainer\'s ``comm``."""
+        return self._trainer.comm
 
     def to_device(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """An ``(inputs, targets)`` batch on the model's device."""
@@ -42,8 +71,10 @@ class Evaluation:
         elif isinstance(data, Dataset) and isinstance(data, Sized):
             if len(data) == 0:
                 return "validation_data must hold at least one sample, got an empty Dataset"
-            if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-                return f"batch_size must be an integer >= 1 to evaluate validation_data, got {batch_size!r}"
+            try:
+                batch_size = check_int("batch_size", batch_size, minimum=1)
+            except ValueError as exc:
+                return f"{exc} (to evaluate validation_data)"
             loader = DataLoader(data, batch_size=batch_size)
         else:
             return f"validation_data must be a torch Dataset with a length or a DataLoader, got {type(data).__name__}"

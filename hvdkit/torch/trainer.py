@@ -59,7 +59,8 @@ class Trainer:
     ``"fp16"`` (autocast in float16 plus a loss scaler synchronised with Horovod: a step where any rank's
     gradients overflow is skipped on every rank). See :mod:`hvdkit.torch.precision`.
 
-    ``nonfinite``: what a step whose averaged gradients, or some rank's loss, hold a NaN or an inf does,
+    ``nonfinite`` (with an optimizer distributed for Adasum: checked on the losses, after the update, and not
+    ``"skip"``): what a step whose averaged gradients, or some rank's loss, hold a NaN or an inf does,
     on every rank alike: ``"stop"`` (default: raise :class:`~hvdkit.core.numerics.NonFiniteError` before
     the update, naming the step and the ranks whose loss was not finite), ``"skip"`` (no update;
     ``trainer.skipped_steps`` counts them) or ``"warn"`` (apply it, with a warning). Under ``"fp16"`` the
@@ -94,9 +95,10 @@ class Trainer:
             "clip_grad_norm", clip_grad_norm, minimum=0.0, strict_min=True)
         if not is_distributed(optimizer):
             optimizer = distribute(model, optimizer, accumulate_steps=accumulate_steps)
-        else:  # one Horovod's own DistributedOptimizer built: zero_grad(set_to_none=...), channels_last, ...
+        elif not getattr(optimizer, "_hvdkit_started", False):
+            # Horovod's own DistributedOptimizer: zero_grad(set_to_none=...), channels_last, ... as distribute's;
+            # and it broadcasts nothing: start every rank from rank 0's state, as distribute does
             optimizer = torch_compatible(optimizer)
-            # Horovod's optimizer broadcasts nothing: start every rank from rank 0's state, as distribute does
             process_set: Any = getattr(optimizer, "process_set", None)
             if getattr(process_set, "process_set_id", 0) == 0:  # the world's
                 process_set = None
@@ -115,7 +117,7 @@ class Trainer:
                 raise TypeError(f"metrics[{name!r}] must be callable, got {fn!r}")
         self.comm = HorovodComm()
         self._update = Update(optimizer, self.precision, self._guard, self.clip_grad_norm, self.comm)
-        self._evaluation = Evaluation(model, loss_fn, self.metrics, self.precision, self.device, self.comm)
+        self._evaluation = Evaluation(self)
         callbacks = list(callbacks)
         if progress is not None:
             check_bool("progress", progress)

@@ -48,7 +48,9 @@ class Update:
                                          op=hvd.Sum, name="hvdkit.trainer.nonfinite_loss",
                                          process_set=self.process_set)
         self.optimizer.synchronize()  # Horovod's DistributedOptimizer
-        grads = [p.grad for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
+        # a sparse gradient (nn.Embedding(sparse=True)) by its values: torch's norms take dense tensors only
+        grads = [p.grad.coalesce().values() if p.grad.is_sparse else p.grad
+                 for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
         # One fused max-abs over all gradients: NaN and inf survive it, and it is the same on every rank.
         grads_finite = torch.isfinite(torch.nn.utils.get_total_norm(grads, float("inf"))) if grads else None
         losses_finite = hvd.synchronize(bad_losses)[0] == 0
@@ -63,7 +65,8 @@ class Update:
                 self.optimizer.step()
 
     def _adasum(self, loss: torch.Tensor, state: TrainState) -> None:
-        """Combine the ranks' updates (Adasum), then apply ``nonfinite`` ("stop" or "warn") to the losses."""
+        """Combine the ranks' updates (Adasum), then apply ``nonfinite`` ("stop" or "warn") to the losses: Adasum
+        updates in step() what it began in backward, so this check comes after the update, on the losses only."""
         self.optimizer.step()
         bad = hvd.allreduce(torch.logical_not(torch.isfinite(loss)).to(torch.float32).reshape(1), op=hvd.Sum,
                             name="hvdkit.trainer.nonfinite_loss", process_set=self.process_set)

@@ -8,7 +8,7 @@ import venv
 import pytest
 from helpers import REPO, requires_horovod
 
-from hvdkit.runtime.env_vars import ENV_VARS, check_env, env_problems
+from hvdkit.runtime.env_vars import ENV_VARS, check_env, env_problems, misspelt
 from hvdkit.runtime.tuning import runtime_defaults
 from hvdkit.tools import doctor
 
@@ -39,7 +39,10 @@ def test_a_misspelt_hvdkit_variable_is_refused_naming_the_one_meant():
          "force", "export HVDKIT_THREADS='2' and unset HVDKIT_THREAD")]
     # hvdkit's tools' own variables, and Horovod's many others, are no misspellings
     assert env_problems({"HVDKIT_SLURM_START_TIMEOUT": "60", "HVDKIT_LAUNCHER_DIR": "/x", "HVDKIT_HOME": "/y",
-                         "HOROVOD_GLOO_RENDEZVOUS_ADDR": "10.0.0.1", "HVDKIT_MY_OWN": "1"}) == []
+                         "HOROVOD_GLOO_RENDEZVOUS_ADDR": "10.0.0.1", "HVDKIT_MY_OWN": "1", "HVDKIT_PYTHON3": "x",
+                         "HVDKIT_HOMES": "x", "HVDKIT_THREADS_X": "1"}) == []
+    assert [m for _, m in misspelt({"HVDKIT_STRAT_TIMEOUT": "1", "HVDKIT_NO_TUNNING": "1", "HVDKIT_STOP_GRACF": "1"})] \
+        == ["HVDKIT_STOP_GRACE", "HVDKIT_START_TIMEOUT"]  # replaced, swapped; an added letter is no slip
 
 
 def test_every_value_hvdkit_sets_and_every_example_passes():

@@ -183,6 +183,10 @@ def test_fit_elastic_rejects_bad_input_before_any_collective(hk):
     unbuilt.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
     with pytest.raises(ValueError, match="must be built"):
         hk.fit_elastic(unbuilt, x, y, epochs=1, batch_size=2)
+    if keras.backend.backend() == "tensorflow":  # Keras's torch backend refuses it itself
+        model.compile(optimizer=hk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse", steps_per_execution=4)
+        with pytest.raises(ValueError, match="compiled with steps_per_execution=1, got 4"):
+            hk.fit_elastic(model, x, y, epochs=1, batch_size=2)
 
 
 def test_checkpoint_without_resume_epoch_stops_before_training_and_keeps_the_checkpoint(hk, tmp_path):

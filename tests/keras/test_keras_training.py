@@ -206,7 +206,7 @@ def test_jit_compile_true_fails_fast_with_a_clear_message(warm):
         assert error is not None and error.startswith("RuntimeError: ") and "jit_compile=False" in error, error
 
 
-# On TensorFlow a slow_check: its data adapter shuffles from NumPy's generator, which checkpoints always held.
+# On TensorFlow a slow_check: it resumed in the same order before torch's generator was checkpointed too.
 @pytest.mark.parametrize("backend", [pytest.param("tensorflow", marks=pytest.mark.slow_check), "torch"])
 def test_a_resumed_fit_with_shuffle_trains_on_the_uninterrupted_runs_order(tmp_path, backend):
     # Keras's torch adapter shuffles with torch's generator, and fit draws from it before its first epoch.

@@ -92,6 +92,7 @@ def test_sparse_embedding_gradients_are_averaged_as_their_dense_twins(rows):
     for row in rows:
         assert row["sparse_embedding"]["error"] < 1e-6, row["sparse_embedding"]
     assert rows[0]["sparse_embedding"]["sha256"] == rows[1]["sparse_embedding"]["sha256"]
+    assert rows[0]["sparse_embedding"]["trainer_sha256"] == rows[1]["sparse_embedding"]["trainer_sha256"]
 
 
 def test_rank0_loads_a_state_a_scheduler_wrote_and_distribute_hands_it_to_every_rank(rows):

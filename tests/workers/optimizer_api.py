@@ -286,7 +286,13 @@ def sparse_embedding() -> dict:
             opt.step()
         weights[sparse] = [p.detach().clone() for p in model.parameters()]
     error = max(float((a - b).abs().max()) for a, b in zip(weights[True], weights[False]))
-    return {"error": error, "sha256": hashlib.sha256(b"".join(p.numpy().tobytes() for p in weights[True])).hexdigest()}
+    torch.manual_seed(RANK)  # and through the Trainer, which checks the gradients for NaN and inf
+    model = nn.Sequential(nn.Embedding(20, 4, sparse=True), nn.Flatten(), nn.Linear(8, 3))
+    rows = torch.stack([torch.arange(RANK, 16 + RANK), torch.arange(4 * RANK, 16 + 4 * RANK)], 1)
+    hk.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss()).fit(
+        TensorDataset(rows, YS[:16]), epochs=1, batch_size=4, shuffle=False)
+    return {"error": error, "sha256": hashlib.sha256(b"".join(p.numpy().tobytes() for p in weights[True])).hexdigest(),
+            "trainer_sha256": digest(model)}
 
 
 def rank0_resume_with_scheduler() -> dict:
