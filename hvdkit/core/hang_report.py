@@ -33,7 +33,7 @@ from types import FrameType
 from typing import Any
 
 from hvdkit.core.exit_now import exit_now
-from hvdkit.core.stack_inspection import all_stacks, collective_of, frames_of, is_users, user_line
+from hvdkit.core.stack_inspection import all_stacks, collective_of, frames_of, is_users, other_threads, user_line
 
 #: The exit status of a job the hang report ended (``timeout``'s convention for "ran out of time").
 EXIT_CODE = 124
@@ -148,6 +148,7 @@ class RankReport:
     where: str  # the innermost line of the user's own code on the training thread
     stacks: str = field(repr=False, default="")
     queued_s: float | None = None  # how long the oldest tensor in Horovod's queue has waited (None: none)
+    others: str = ""  # other threads in the user's code (a data loader's), where each is
 
     def line(self) -> str:
         """One line for the summary."""
@@ -160,7 +161,8 @@ class RankReport:
         doing = f"waiting in {self.waiting_in}" if self.waiting_in else "not in a collective"
         if self.waiting_in and self.queued_s is not None:
             doing += f" (queued {self.queued_s:g} s ago)"
-        return f"(host {self.host}, pid {self.pid}{at}): {doing}, at {self.where}"
+        also = f"; other threads in your code: {self.others}" if self.others else ""
+        return f"(host {self.host}, pid {self.pid}{at}): {doing}, at {self.where}{also}"
 
 
 #: ``pending()``: the tensor that has waited longest in Horovod's queue on this process and for how many
@@ -178,7 +180,8 @@ def local_report(rank: int, now: float | None = None, pending: Pending | None = 
     """This rank's report, from the training thread's stack (and Horovod's queue, when ``pending``)."""
     p = _progress
     frames = sys._current_frames()
-    frame = frames.get(p.thread or threading.main_thread().ident or 0)
+    training = p.thread or threading.main_thread().ident or 0
+    frame = frames.get(training)
     queued = pending() if pending else None
     now = now if now is not None else time.monotonic()
     idle = now - p.last
@@ -188,6 +191,7 @@ def local_report(rank: int, now: float | None = None, pending: Pending | None = 
     return RankReport(rank=rank, host=socket.gethostname(), pid=os.getpid(), idle_s=round(idle, 1), step=p.step,
                       epoch=p.epoch, optimizer_steps=p.optimizer_steps, waiting_in=waiting_in,
                       where=user_line(frame), stacks=all_stacks(),
+                      others=other_threads({training, threading.get_ident()}),
                       queued_s=round(queued[1], 1) if queued else None)
 
 

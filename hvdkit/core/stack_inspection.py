@@ -114,6 +114,21 @@ def user_line(frame: FrameType | None) -> str:
     return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}"
 
 
+def other_threads(skip: set[int], limit: int = 2) -> str:
+    """``thread NAME at file:line in function`` for the threads (but ``skip``) whose stack holds the user's own
+    code, innermost frame: where a data loader thread (Keras's ``PyDataset`` workers) is stuck while the
+    training thread waits for it inside a library."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    found = []
+    for ident, frame in sys._current_frames().items():
+        mine = [f for f in frames_of(frame) if is_users(f)] if ident not in skip else []
+        if mine:
+            f = mine[-1]
+            found.append(f"thread {names.get(ident, ident)} at {f.f_code.co_filename}:{f.f_lineno} in "
+                         f"{f.f_code.co_name}")
+    return "; ".join(found[:limit]) + (f" and {len(found) - limit} more" if len(found) > limit else "")
+
+
 def all_stacks() -> str:
     """Every thread's Python stack, with source lines and thread names (``traceback`` rather than
     ``faulthandler``: the same frames, but with the code of each line, which is what one reads first)."""

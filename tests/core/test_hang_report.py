@@ -153,6 +153,28 @@ def test_a_collective_waiting_in_horovods_queue_for_the_timeout_is_a_hang_once_t
     assert "optimizer steps" not in report.line()  # a TensorFlow loop counts none
 
 
+def test_a_data_thread_stuck_in_the_users_code_is_named_beside_the_training_threads_line(monkeypatch):
+    # Keras reads a PyDataset on worker threads: the training thread's own line is the fit() call, and the line
+    # that hangs is on another thread.
+    monkeypatch.setattr(hang_report, "_progress", hang_report._Progress(thread=threading.get_ident()))
+    release, reading = threading.Event(), threading.Event()
+
+    def stuck_read():
+        reading.set()
+        release.wait(30)
+
+    reader = threading.Thread(target=stuck_read, name="reader")
+    reader.start()
+    try:
+        assert reading.wait(10)
+        line = hang_report.local_report(0).line()
+    finally:
+        release.set()
+        reader.join()
+    assert "not in a collective, at " in line and "in test_a_data_thread_stuck" in line
+    assert f"; other threads in your code: thread reader at {__file__}:" in line and line.endswith("in stuck_read")
+
+
 def test_the_summary_names_the_ranks_missing_from_each_collective():
     def report(rank, waiting):
         return hang_report.RankReport(rank=rank, host="h", pid=1, idle_s=6, step=3, epoch=0, optimizer_steps=3,
