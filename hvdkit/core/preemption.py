@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any
 
 from hvdkit.core.exit_now import exit_now
+from hvdkit.core.hang_report import this_process
 
 log = logging.getLogger("hvdkit")
 
@@ -146,9 +147,7 @@ class StopSignals:
 
     def _give_up(self) -> None:
         assert self.received is not None
-        from hvdkit.core.hang_report import this_process  # where this process is stuck: the operator's question
-
-        report = this_process()
+        report = this_process()  # where this process is stuck: the operator's question
         log.error("%s: training did not stop within HVDKIT_STOP_GRACE=%gs; exiting %s. This process %s. A rank "
                   "not in a collective is the one that held the others up\n%s", signal.Signals(self.received).name,
                   self.grace, self.outcome, report.status(), report.stacks)

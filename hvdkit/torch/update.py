@@ -44,9 +44,7 @@ class Update:
             return
         # How many ranks' losses are NaN or inf: summed beside the gradients' allreduce (a loss can be NaN
         # with finite gradients), read with the gradients' check below, so no extra wait on the host.
-        bad_losses = hvd.allreduce_async(torch.logical_not(torch.isfinite(loss)).to(torch.float32).reshape(1),
-                                         op=hvd.Sum, name="hvdkit.trainer.nonfinite_loss",
-                                         process_set=self.process_set)
+        bad_losses = self._count_bad_losses(loss)
         self.optimizer.synchronize()  # Horovod's DistributedOptimizer
         # a sparse gradient (nn.Embedding(sparse=True)) by its values: torch's norms take dense tensors only
         grads = [p.grad.coalesce().values() if p.grad.is_sparse else p.grad
@@ -68,8 +66,11 @@ class Update:
         """Combine the ranks' updates (Adasum), then apply ``nonfinite`` ("stop" or "warn") to the losses: Adasum
         updates in step() what it began in backward, so this check comes after the update, on the losses only."""
         self.optimizer.step()
-        bad = hvd.allreduce(torch.logical_not(torch.isfinite(loss)).to(torch.float32).reshape(1), op=hvd.Sum,
-                            name="hvdkit.trainer.nonfinite_loss", process_set=self.process_set)
-        if bool(bad[0] > 0):
+        if bool(hvd.synchronize(self._count_bad_losses(loss))[0] > 0):
             self.guard.on_nonfinite(self.comm, state.global_step, state.epoch, bool(torch.isfinite(loss)),
                                     gradients_finite=True)
+
+    def _count_bad_losses(self, loss: torch.Tensor) -> int:
+        """The handle of an allreduce summing how many ranks' losses are NaN or inf."""
+        return hvd.allreduce_async(torch.logical_not(torch.isfinite(loss)).to(torch.float32).reshape(1), op=hvd.Sum,
+                                   name="hvdkit.trainer.nonfinite_loss", process_set=self.process_set)
